@@ -1,0 +1,38 @@
+// Package memory is an in-process quorumlock node: a key-value store with
+// millisecond expiry that carries out the lock protocol itself, with no
+// network and no Redis.
+//
+// It is a backend in its own right, not a mock: it passes the same
+// conformance suite as the Redis backends, and it is the reference for what
+// the protocol's commands mean. Use it for single-process programs, and as a
+// fake in your own unit tests:
+//
+//	nodes := memory.NewNodes(3)
+//	locker, err := core.New(memory.AsNodes(nodes))
+//
+// # Time
+//
+// Keys expire on the node's clock. Give a ManualClock to the nodes
+// (WithClock) and to the Locker (core.WithClock) to move time by hand:
+// expiry, validity and retry waits then follow Advance, with no sleeping.
+//
+// # Faults
+//
+// Each Node can be stopped and started (it comes back empty, like a Redis
+// server without persistence), paused (calls wait until Resume or their
+// context ends, like a server stopped with SIGSTOP), slowed (SetLatency),
+// made to lose replies after acting (DropReplies), and made to forget its
+// scripts (FlushScripts, like SCRIPT FLUSH). Set and Get read and write keys
+// directly, to plant a rival lock holder or to check what a lock left behind.
+//
+// # Scripts
+//
+// The node cannot run Lua. It recognises the lock protocol's scripts
+// (core.Scripts) by their SHA1 and carries out their semantics; any other
+// script is an error. Like Redis, it answers EVALSHA with NOSCRIPT until the
+// script has been sent once with EVAL, so core's fallback path runs here too.
+//
+// # Compliance
+//
+// *Node implements core.Node. It implements no optional capability.
+package memory

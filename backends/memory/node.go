@@ -1,0 +1,423 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// Errors a Node returns. Classify maps ErrNoScript to core.KindNoScript,
+// context errors to core.KindContext, and every other error to
+// core.KindNodeFailure.
+var (
+	// ErrDown is returned while the node is stopped.
+	ErrDown = errors.New("memory: node is down")
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("memory: node is closed")
+	// ErrReplyLost is returned, while DropReplies is on, after the command
+	// was carried out: the caller cannot know that it was.
+	ErrReplyLost = errors.New("memory: reply lost")
+	// ErrNoScript is Redis's NOSCRIPT: EVALSHA of a script this node has not
+	// seen since it started or since FlushScripts.
+	ErrNoScript = errors.New("NOSCRIPT No matching script. Please use EVAL.")
+)
+
+// Node is an in-process lock node: a key-value store with millisecond
+// expiry that runs the lock protocol's commands itself. It implements
+// core.Node and is safe for concurrent use.
+type Node struct {
+	name  string
+	clock core.Clock
+
+	mu          sync.Mutex
+	data        map[string]entry
+	scripts     map[string]struct{} // SHAs loaded with Eval, as Redis's script cache
+	closed      bool
+	down        bool
+	paused      chan struct{} // non-nil while paused; closed by Resume
+	latency     time.Duration
+	dropReplies bool
+	calls       Calls
+	writes      int // since the last sweep of expired keys
+}
+
+var _ core.Node = (*Node)(nil)
+
+type entry struct {
+	value   string
+	expires time.Time // zero: no expiry
+}
+
+func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Before(e.expires) }
+
+// Calls counts the commands a node has received, faults included.
+type Calls struct {
+	SetNX, EvalSHA, Eval int
+}
+
+// Option configures a Node.
+type Option interface {
+	apply(*Node)
+	String() string
+}
+
+type option struct {
+	fn   func(*Node)
+	name string
+}
+
+func (o option) apply(n *Node)   { o.fn(n) }
+func (o option) String() string { return o.name }
+
+// WithName names the node; core refuses two nodes of one name in a Locker.
+// Default: "memory-N", with N counting the nodes made in this process.
+func WithName(name string) Option {
+	return option{func(n *Node) { n.name = name }, "WithName(" + strconv.Quote(name) + ")"}
+}
+
+// WithClock sets the clock the node's key expiry follows; nil keeps the
+// default. Latency and pauses always run on real time.
+// Default: core.SystemClock().
+func WithClock(c core.Clock) Option {
+	return option{func(n *Node) {
+		if c != nil {
+			n.clock = c
+		}
+	}, "WithClock(...)"}
+}
+
+var counter atomic.Int64
+
+// New returns a running, empty node.
+func New(opts ...Option) *Node {
+	n := &Node{
+		name:    "memory-" + strconv.FormatInt(counter.Add(1), 10),
+		clock:   core.SystemClock(),
+		data:    make(map[string]entry),
+		scripts: make(map[string]struct{}),
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(n)
+		}
+	}
+	return n
+}
+
+// NewNodes returns n nodes made with the same options and distinct names.
+func NewNodes(n int, opts ...Option) []*Node {
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nodes[i] = New(opts...)
+	}
+	return nodes
+}
+
+// AsNodes converts nodes for core.New.
+func AsNodes(nodes []*Node) []core.Node {
+	out := make([]core.Node, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+	}
+	return out
+}
+
+// String returns the node's name.
+func (n *Node) String() string { return n.name }
+
+// Close makes every later call fail with ErrClosed.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.paused != nil {
+		close(n.paused)
+		n.paused = nil
+	}
+	return nil
+}
+
+// Classify implements core.Node.
+func (n *Node) Classify(err error) core.ErrorKind {
+	switch {
+	case errors.Is(err, ErrNoScript):
+		return core.KindNoScript
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return core.KindContext
+	default:
+		return core.KindNodeFailure
+	}
+}
+
+// SetNX implements core.Node: SET key value NX PX ttl.
+func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	if err := n.enter(ctx, func(c *Calls) { c.SetNX++ }); err != nil {
+		return false, err
+	}
+	if ttl < time.Millisecond {
+		return false, errors.New("ERR invalid expire time in 'set' command")
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock.Now()
+	if e, ok := n.data[key]; ok && e.live(now) {
+		return false, n.reply()
+	}
+	n.data[key] = entry{value: value, expires: now.Add(ttl.Truncate(time.Millisecond))}
+	if n.writes++; n.writes >= sweepEvery {
+		n.sweep(now)
+	}
+	return true, n.reply()
+}
+
+// EvalSHA implements core.Node for the scripts of the lock protocol.
+func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	if err := n.enter(ctx, func(c *Calls) { c.EvalSHA++ }); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.scripts[sha]; !ok {
+		return nil, ErrNoScript
+	}
+	return n.run(sha, keys, args)
+}
+
+// Eval implements core.Node for the scripts of the lock protocol, and
+// caches the script for later EvalSHA calls, as Redis does.
+func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	if err := n.enter(ctx, func(c *Calls) { c.Eval++ }); err != nil {
+		return nil, err
+	}
+	sum := sha1.Sum([]byte(script))
+	sha := hex.EncodeToString(sum[:])
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.scripts[sha] = struct{}{}
+	return n.run(sha, keys, args)
+}
+
+// run carries out a protocol script; n.mu is held.
+func (n *Node) run(sha string, keys, args []string) (any, error) {
+	var s *core.Script
+	for _, c := range core.Scripts() {
+		if c.SHA() == sha {
+			s = c
+		}
+	}
+	if s == nil {
+		return nil, fmt.Errorf("memory: script %s is not one of the lock protocol's", sha)
+	}
+	now := n.clock.Now()
+	switch s {
+	case core.ScriptRelease:
+		if len(keys) != 1 || len(args) != 1 {
+			return nil, errors.New("ERR release script takes 1 key and 1 argument")
+		}
+		if e, ok := n.data[keys[0]]; ok && e.live(now) && e.value == args[0] {
+			delete(n.data, keys[0])
+			return int64(1), n.reply()
+		}
+		return int64(0), n.reply()
+	case core.ScriptExtend:
+		if len(keys) != 1 || len(args) != 2 {
+			return nil, errors.New("ERR extend script takes 1 key and 2 arguments")
+		}
+		ms, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+		}
+		if e, ok := n.data[keys[0]]; ok && e.live(now) && e.value == args[0] {
+			e.expires = now.Add(time.Duration(ms) * time.Millisecond)
+			n.data[keys[0]] = e
+			return int64(1), n.reply()
+		}
+		return int64(0), n.reply()
+	}
+	return nil, fmt.Errorf("memory: script %q has no implementation", s.Name())
+}
+
+// sweepEvery is how many writes pass between two sweeps of expired keys,
+// which keeps a long-lived node's memory bounded by its live keys.
+const sweepEvery = 4096
+
+func (n *Node) sweep(now time.Time) {
+	n.writes = 0
+	for k, e := range n.data {
+		if !e.live(now) {
+			delete(n.data, k)
+		}
+	}
+}
+
+// reply is the error of a command that was carried out: nil, or
+// ErrReplyLost while DropReplies is on. n.mu is held.
+func (n *Node) reply() error {
+	if n.dropReplies {
+		return ErrReplyLost
+	}
+	return nil
+}
+
+// enter counts a call and plays the node's faults before it: a closed or
+// stopped node fails, a paused one waits for Resume, latency delays it.
+func (n *Node) enter(ctx context.Context, count func(*Calls)) error {
+	n.mu.Lock()
+	count(&n.calls)
+	closed, down, paused, latency := n.closed, n.down, n.paused, n.latency
+	n.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case down:
+		return ErrDown
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if paused != nil {
+		select {
+		case <-paused:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if latency > 0 {
+		t := time.NewTimer(latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	n.mu.Lock()
+	closed, down = n.closed, n.down
+	n.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case down:
+		return ErrDown
+	}
+	return nil
+}
+
+// Stop takes the node down: calls fail with ErrDown until Start.
+func (n *Node) Stop() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = true
+}
+
+// Start brings a stopped node back as a Redis server without persistence
+// comes back: with no keys and no cached scripts.
+func (n *Node) Start() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = false
+	clear(n.data)
+	clear(n.scripts)
+}
+
+// Pause makes calls wait, as a server stopped with SIGSTOP does, until
+// Resume or until their context ends.
+func (n *Node) Pause() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.paused == nil {
+		n.paused = make(chan struct{})
+	}
+}
+
+// Resume lets paused calls proceed.
+func (n *Node) Resume() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.paused != nil {
+		close(n.paused)
+		n.paused = nil
+	}
+}
+
+// SetLatency delays every later call by d (real time); 0 removes the delay.
+func (n *Node) SetLatency(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.latency = d
+}
+
+// DropReplies makes every later command take effect but return
+// ErrReplyLost, as when a connection breaks after the server acted.
+func (n *Node) DropReplies(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dropReplies = on
+}
+
+// FlushScripts empties the script cache, as SCRIPT FLUSH does: the next
+// EvalSHA of each script fails with ErrNoScript.
+func (n *Node) FlushScripts() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.scripts)
+}
+
+// Set stores value at key directly, with the given expiry (0: none); tests
+// use it to plant a rival lock holder or to seed data.
+func (n *Node) Set(key, value string, ttl time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e := entry{value: value}
+	if ttl > 0 {
+		e.expires = n.clock.Now().Add(ttl)
+	}
+	n.data[key] = e
+}
+
+// Get reads key directly: its value and remaining TTL (0 when it has no
+// expiry), and whether it exists.
+func (n *Node) Get(key string) (value string, ttl time.Duration, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock.Now()
+	e, ok := n.data[key]
+	if !ok || !e.live(now) {
+		return "", 0, false
+	}
+	if !e.expires.IsZero() {
+		ttl = e.expires.Sub(now)
+	}
+	return e.value, ttl, true
+}
+
+// Keys returns the live keys, sorted.
+func (n *Node) Keys() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock.Now()
+	keys := make([]string, 0, len(n.data))
+	for k, e := range n.data {
+		if e.live(now) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Calls returns the commands received so far.
+func (n *Node) Calls() Calls {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.calls
+}

@@ -1,0 +1,104 @@
+// Package core is the portable API of quorumlock: distributed locks over N
+// independent Redis masters with the Redlock algorithm.
+//
+//	locker, err := core.New(nodes, core.WithTTL(10*time.Second))
+//	lock, err := locker.Acquire(ctx, "orders:42")
+//	if err != nil { ... }
+//	defer lock.Release(ctx)
+//	// work while lock.Validity() > 0; lock.Extend(ctx) to keep it longer
+//
+// Nodes come from a backend package: backends/goredis for a go-redis client
+// (single node, failover or Redis Cluster), backends/memory for an
+// in-process node. The Locker runs the protocol; a node only carries
+// commands.
+//
+// # The algorithm
+//
+// One acquisition round, as the Redlock specification describes it:
+//
+//  1. Draw a value of 20 random bytes (crypto/rand); note the start time.
+//  2. Send SET key value NX PX ttl to every node, each call bounded by the
+//     node timeout (WithNodeTimeout), in the order and with the stopping
+//     rule of the strategy (WithStrategy).
+//  3. The round wins if at least a quorum of nodes (N/2+1 unless
+//     WithQuorum says more) set the key, and validity is left:
+//     validity = TTL - elapsed - drift, drift = TTL x drift factor + 2 ms.
+//  4. If it does not win, release the key on every node, including those
+//     that seemed to refuse or fail (their reply may have been lost), even if
+//     the caller's context has ended.
+//
+// Acquire repeats rounds with a random delay between them (WithRetryDelay)
+// until one wins, the tries run out (WithTries) or the context ends;
+// TryAcquire makes one round. Release runs a compare-and-delete script on
+// every node at once, whatever the strategy; Extend runs a compare-and-pexpire
+// script and succeeds only on a quorum within the current validity, with the
+// new validity measured from the start of the extending round.
+//
+// # Guarantees and their limits
+//
+// While Lock.Validity is positive, no other client of a correctly configured
+// deployment holds the lock, provided that: the nodes are independent (not
+// replicas of each other), no node loses a held key while the lock is valid
+// (a node that restarts without persistence must stay down for a TTL), and
+// clocks drift less than the drift allowance. A process pause (GC, swap)
+// after checking Validity can still outlast it; a storage layer that must
+// never see a stale writer needs fencing, which the Redlock scheme alone does
+// not give.
+//
+// # Choosing a strategy
+//
+// strategies.Parallel (the default) asks every node at once: a round costs
+// one round trip, or one node timeout when a node is down.
+// strategies.Sequential asks one node after the other, as the specification
+// does: a round costs N round trips and each dead node one node timeout.
+// strategies.FailFast is Parallel that gives up a round as soon as quorum is
+// impossible, which frees contended keys fastest. All are greedy by default;
+// strategies.StopAtQuorum makes them stop at the quorum-th vote.
+//
+// # Errors
+//
+// Errors match a category with errors.Is: ErrNotAcquired (someone else holds
+// the lock), ErrUnavailable (more than N - quorum nodes failed: an outage),
+// ErrValidityExpired (a round too slow to leave validity), ErrLockLost (an
+// extension found the lock gone), ErrNotHeld (releasing or extending a lock
+// that is not held), ErrInvalidArgument and ErrClosed. Round failures are a
+// *QuorumError listing each node's outcome, error and latency; when the
+// caller's context ended they also match context.Canceled or
+// context.DeadlineExceeded. A node that misses the node timeout has an error
+// matching ErrNodeTimeout, never context.DeadlineExceeded, so the latter
+// always means the caller's own deadline.
+//
+// # Implementing a Node
+//
+// A backend is a transport for one Redis master, cluster or stand-in:
+//
+//   - Implement every method of Node. SetNX sends SET key value NX PX ttl;
+//     EvalSHA and Eval send EVALSHA and EVAL with the keys and arguments as
+//     given. Core decides every key, value and script.
+//   - Turn nil replies (a missing key, a Lua false) into plain results, and
+//     integer replies into int64. Return driver errors unwrapped.
+//   - Honour the context in every call that reaches the network: a call must
+//     return soon after its context ends. Core bounds each call by the node
+//     timeout through the context alone.
+//   - Classify errors: NOSCRIPT is KindNoScript (core then resends the script
+//     with EVAL), context errors KindContext, everything else
+//     KindNodeFailure. Never retry inside the node.
+//   - Give each node a distinct String (its address): core refuses a Locker
+//     whose nodes share a name, as one server counted twice breaks the quorum.
+//   - Close what the node created, never a client the user handed in.
+//   - Pass the conformance suite (package conformance) from your tests.
+//
+// Optional capabilities, such as pipelining many operations in one round
+// trip, will be small extra interfaces that a Node may implement, discovered
+// by a type assertion in one place, each with a fallback that gives the same
+// results.
+//
+// # Package dependencies
+//
+// The quorum policies live in package strategies, a leaf that imports only
+// the standard library. Core imports strategies, and not the other way round,
+// so that New can default to strategies.Parallel without an import cycle;
+// Strategy here is an alias of strategies.Strategy. Core itself imports
+// nothing beyond the standard library and strategies: no driver, no metrics,
+// no tracing.
+package core

@@ -1,0 +1,266 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Locker acquires Redlock locks over a fixed set of independent nodes.
+// It is safe for concurrent use. Create it with New and Close it when done.
+type Locker struct {
+	nodes  []Node
+	names  []string
+	loaded []atomic.Uint32 // per node: bits of the scripts it has accepted
+	o      options
+
+	mu       sync.Mutex
+	closed   bool
+	closing  chan struct{} // closed by Close: wakes Acquire's retry waits
+	inflight sync.WaitGroup
+	held     map[*Lock]struct{}
+}
+
+// New returns a Locker over nodes, which must be independent Redis masters
+// (or Redis Clusters): not replicas of each other, and each listed once.
+// The Locker takes ownership of the nodes and closes them in Close.
+//
+// New validates every option and returns an error matching
+// ErrInvalidArgument for any mistake, such as no nodes, a nil node, two nodes
+// with the same name, or an impossible quorum.
+func New(nodes []Node, opts ...Option) (*Locker, error) {
+	if len(nodes) == 0 {
+		return nil, invalid("no nodes")
+	}
+	names := make([]string, len(nodes))
+	seen := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		if n == nil {
+			return nil, invalid("node %d is nil", i)
+		}
+		names[i] = n.String()
+		if j, dup := seen[names[i]]; dup {
+			return nil, invalid("nodes %d and %d are both %q: one server counted twice breaks the quorum", j, i, names[i])
+		}
+		seen[names[i]] = i
+	}
+	o := defaultOptions()
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, invalid("option %d is nil", i)
+		}
+		opt.apply(&o)
+	}
+	if err := o.validate(len(nodes)); err != nil {
+		return nil, err
+	}
+	return &Locker{
+		nodes:   append([]Node(nil), nodes...),
+		names:   names,
+		loaded:  make([]atomic.Uint32, len(nodes)),
+		o:       o,
+		closing: make(chan struct{}),
+		held:    make(map[*Lock]struct{}),
+	}, nil
+}
+
+// TTL returns the lock time-to-live on the nodes.
+func (l *Locker) TTL() time.Duration { return l.o.ttl }
+
+// Quorum returns how many nodes must grant a lock.
+func (l *Locker) Quorum() int { return l.o.quorum }
+
+// Drift returns the time set aside for clock drift: TTL x drift factor + 2 ms.
+func (l *Locker) Drift() time.Duration { return l.o.drift() }
+
+// String describes the Locker's nodes and configuration.
+func (l *Locker) String() string {
+	return fmt.Sprintf("quorumlock.Locker{nodes=%v %s}", l.names, &l.o)
+}
+
+// Acquire takes the lock on key: it makes rounds until one wins a quorum
+// with validity left, the tries run out (WithTries), ctx ends or the Locker
+// is closed, waiting between rounds as the retry policy says.
+//
+// On failure it returns a *QuorumError from the last round, matching
+// ErrNotAcquired (contention), ErrUnavailable (outage) or
+// ErrValidityExpired, and also context.Canceled or context.DeadlineExceeded
+// when ctx ended. Bad input matches ErrInvalidArgument, and a closed Locker
+// ErrClosed. After a failed round every node is released, even when ctx
+// has ended, so that no stray key of the attempt outlives it.
+func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
+	return l.acquire(ctx, key, l.o.tries)
+}
+
+// TryAcquire makes one round to take the lock on key, without waiting or
+// retrying. Its errors are those of Acquire.
+func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
+	return l.acquire(ctx, key, 1)
+}
+
+func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
+	if key == "" {
+		return nil, invalid("key is empty")
+	}
+	if ctx == nil {
+		return nil, invalid("context is nil")
+	}
+	if !l.enter() {
+		return nil, l.closedError(OpAcquire, key)
+	}
+	defer l.inflight.Done()
+
+	rkey := l.o.keyPrefix + key
+	var last *QuorumError
+	for try := 1; ; try++ {
+		if err := contextError(ctx); err != nil {
+			if last == nil {
+				last = l.notTried(OpAcquire, key, ErrNotAcquired)
+			}
+			last.Context = err
+			return nil, last
+		}
+		lock, qe := l.acquireOnce(ctx, key, rkey)
+		if qe == nil {
+			return l.register(lock)
+		}
+		qe.Tries = try
+		last = qe
+		if qe.Context != nil || try >= tries {
+			return nil, qe
+		}
+		delay := max(l.o.retry(try), MinRetryDelay)
+		timer := l.o.clock.NewTimer(delay)
+		select {
+		case <-timer.C():
+		case <-ctx.Done():
+			timer.Stop()
+		case <-l.closing:
+			timer.Stop()
+			return nil, errors.Join(l.closedError(OpAcquire, key), qe)
+		}
+	}
+}
+
+// acquireOnce is one round of the Redlock algorithm.
+func (l *Locker) acquireOnce(ctx context.Context, key, rkey string) (*Lock, *QuorumError) {
+	value := newValue()
+	ttl := l.o.ttl
+	start := l.o.clock.Now()
+	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+		return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+	})
+	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
+	ok, _, failed := tally(results)
+	if ok >= l.o.quorum && validity > 0 {
+		return &Lock{locker: l, key: key, rkey: rkey, value: value, deadline: start.Add(ttl - l.o.drift())}, nil
+	}
+
+	// Redlock rule 5: release every node, including those whose answer was
+	// lost or refused (a driver's own retry can turn a landed SET into a
+	// refusal), and do it even when ctx has ended.
+	cctx, cancel := l.detached(ctx)
+	l.releaseAll(cctx, rkey, value)
+	cancel()
+
+	qe := &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Nodes: results, Validity: validity, Context: contextError(ctx)}
+	switch {
+	case ok >= l.o.quorum:
+		qe.Reason = ErrValidityExpired
+	case failed > len(l.nodes)-l.o.quorum:
+		qe.Reason = ErrUnavailable
+	default:
+		qe.Reason = ErrNotAcquired
+	}
+	return nil, qe
+}
+
+// notTried is the error of an operation that did not get to ask any node.
+func (l *Locker) notTried(op Op, key string, reason error) *QuorumError {
+	nodes := make([]NodeResult, len(l.nodes))
+	for i := range nodes {
+		nodes[i] = NodeResult{Index: i, Node: l.names[i]}
+	}
+	return &QuorumError{Op: op, Key: key, Quorum: l.o.quorum, Reason: reason, Nodes: nodes}
+}
+
+func (l *Locker) closedError(op Op, key string) error {
+	return fmt.Errorf("quorumlock: %s %q: %w", op, key, ErrClosed)
+}
+
+// enter registers an operation that Close must wait for.
+func (l *Locker) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.inflight.Add(1)
+	return true
+}
+
+// register records a newly acquired lock so that Close can release it.
+func (l *Locker) register(lock *Lock) (*Lock, error) {
+	l.mu.Lock()
+	if !l.closed {
+		l.held[lock] = struct{}{}
+		l.mu.Unlock()
+		return lock, nil
+	}
+	l.mu.Unlock()
+	err := lock.release(context.Background())
+	return nil, errors.Join(l.closedError(OpAcquire, lock.key), err)
+}
+
+func (l *Locker) unregister(lock *Lock) {
+	l.mu.Lock()
+	delete(l.held, lock)
+	l.mu.Unlock()
+}
+
+func (l *Locker) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
+}
+
+// Close stops the Locker: operations in flight end (an Acquire waiting to
+// retry returns ErrClosed), every lock still held is released, and the nodes
+// are closed. Later calls return ErrClosed, except Lock.Release, which returns
+// nil for a lock Close released. Close is idempotent; it returns the errors
+// of the releases and of closing the nodes.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.closing)
+	l.mu.Unlock()
+
+	l.inflight.Wait()
+
+	l.mu.Lock()
+	held := make([]*Lock, 0, len(l.held))
+	for lock := range l.held {
+		held = append(held, lock)
+	}
+	l.mu.Unlock()
+
+	var errs []error
+	for _, lock := range held {
+		if err := lock.release(context.Background()); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	for i, n := range l.nodes {
+		if err := n.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("quorumlock: closing node %d %s: %w", i, l.names[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}

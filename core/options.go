@@ -1,0 +1,207 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/quorumlock/strategies"
+)
+
+// Strategy decides how the attempts of one round run and when the round
+// stops. It is defined in package strategies, which holds the built-in ones.
+type Strategy = strategies.Strategy
+
+// The defaults of New. Each option's documentation names the default it
+// replaces.
+const (
+	// DefaultTTL is how long a lock lives on a node unless extended: the
+	// Redlock specification's example value.
+	DefaultTTL = 10 * time.Second
+	// DefaultDriftFactor is the share of the TTL set aside for clock drift
+	// between the client and the nodes.
+	DefaultDriftFactor = 0.01
+	// DriftAllowance is added to TTL x drift factor to cover the
+	// millisecond resolution of PX expiry, as the specification says.
+	DriftAllowance = 2 * time.Millisecond
+	// DefaultNodeTimeout bounds each node's answer: the upper end of the
+	// specification's 5-50 ms for a 10 s TTL, so one dead node cannot stall
+	// an acquisition.
+	DefaultNodeTimeout = 50 * time.Millisecond
+	// DefaultTries is how many rounds Acquire makes before it gives up.
+	DefaultTries = 32
+	// DefaultRetryMin and DefaultRetryMax bound the random delay between
+	// two rounds of Acquire.
+	DefaultRetryMin = 50 * time.Millisecond
+	DefaultRetryMax = 250 * time.Millisecond
+	// MinRetryDelay is the floor core puts under any retry delay, so that no
+	// policy can make Acquire spin.
+	MinRetryDelay = time.Millisecond
+)
+
+// Option configures a Locker. Options are applied in order by New, which
+// then validates the result as a whole.
+type Option interface {
+	apply(*options)
+	// String shows the option as written, for logs and comparison.
+	String() string
+}
+
+type options struct {
+	ttl         time.Duration
+	quorum      int
+	quorumSet   bool // false: N/2+1
+	strategy    Strategy
+	tries       int
+	retry       RetryPolicy
+	driftFactor float64
+	nodeTimeout time.Duration
+	keyPrefix   string
+	clock       Clock
+}
+
+func defaultOptions() options {
+	return options{
+		ttl:         DefaultTTL,
+		strategy:    strategies.Parallel(),
+		tries:       DefaultTries,
+		retry:       JitterDelay(DefaultRetryMin, DefaultRetryMax),
+		driftFactor: DefaultDriftFactor,
+		nodeTimeout: DefaultNodeTimeout,
+		clock:       SystemClock(),
+	}
+}
+
+type optionFunc struct {
+	fn   func(*options)
+	name string
+}
+
+func (o optionFunc) apply(opts *options) { o.fn(opts) }
+func (o optionFunc) String() string      { return o.name }
+
+// WithTTL sets how long a lock lives on each node unless extended. It is
+// truncated to whole milliseconds (the unit of PX) and must exceed the drift
+// allowance (TTL x drift factor + 2 ms) and the node timeout.
+// Default: DefaultTTL (10 s).
+func WithTTL(ttl time.Duration) Option {
+	return optionFunc{func(o *options) { o.ttl = ttl }, "WithTTL(" + ttl.String() + ")"}
+}
+
+// WithQuorum sets how many nodes must grant a lock. It must be more than
+// half the nodes and at most all of them: a smaller quorum would let two
+// owners hold the lock at once, and New refuses it.
+// Default: N/2+1.
+func WithQuorum(q int) Option {
+	return optionFunc{func(o *options) { o.quorum, o.quorumSet = q, true }, "WithQuorum(" + strconv.Itoa(q) + ")"}
+}
+
+// WithStrategy sets how the node attempts of a round run and when a round
+// stops; see package strategies.
+// Default: strategies.Parallel(), greedy.
+func WithStrategy(s Strategy) Option {
+	name := "WithStrategy(<nil>)"
+	if s != nil {
+		name = "WithStrategy(" + s.String() + ")"
+	}
+	return optionFunc{func(o *options) { o.strategy = s }, name}
+}
+
+// WithTries sets how many rounds Acquire makes at most; TryAcquire always
+// makes one. It must be at least 1; to wait as long as a context allows, give
+// a large number and a context with a deadline.
+// Default: DefaultTries (32).
+func WithTries(n int) Option {
+	return optionFunc{func(o *options) { o.tries = n }, "WithTries(" + strconv.Itoa(n) + ")"}
+}
+
+// WithRetryDelay sets the delay between two rounds of Acquire. Delays are
+// raised to at least MinRetryDelay.
+// Default: JitterDelay(DefaultRetryMin, DefaultRetryMax), 50-250 ms.
+func WithRetryDelay(p RetryPolicy) Option {
+	name := "WithRetryDelay(<nil>)"
+	if p != nil {
+		name = "WithRetryDelay(...)"
+	}
+	return optionFunc{func(o *options) { o.retry = p }, name}
+}
+
+// WithDriftFactor sets the share of the TTL set aside for clock drift:
+// validity = TTL - elapsed - (TTL x factor + 2 ms). It must be in [0, 1).
+// Default: DefaultDriftFactor (0.01).
+func WithDriftFactor(f float64) Option {
+	return optionFunc{func(o *options) { o.driftFactor = f }, "WithDriftFactor(" + strconv.FormatFloat(f, 'g', -1, 64) + ")"}
+}
+
+// WithNodeTimeout bounds each call to a node: an acquire or extend attempt,
+// or a release. It must be positive and less than the TTL minus the drift
+// allowance. Keep it small against the TTL (the specification suggests 5-50
+// ms for a 10 s TTL), but above the nodes' worst round trip.
+// Default: DefaultNodeTimeout (50 ms).
+func WithNodeTimeout(d time.Duration) Option {
+	return optionFunc{func(o *options) { o.nodeTimeout = d }, "WithNodeTimeout(" + d.String() + ")"}
+}
+
+// WithKeyPrefix puts a prefix before every key given to the Locker, to keep
+// the lock keys apart from other data. Lock.Key returns the key without it.
+// Default: no prefix, so a key is stored as given, as other Redlock clients
+// (redsync among them) store it, and their locks exclude each other.
+func WithKeyPrefix(prefix string) Option {
+	return optionFunc{func(o *options) { o.keyPrefix = prefix }, "WithKeyPrefix(" + strconv.Quote(prefix) + ")"}
+}
+
+// WithClock sets the clock used for validity and retry waits.
+// Default: SystemClock().
+func WithClock(c Clock) Option {
+	return optionFunc{func(o *options) { o.clock = c }, "WithClock(...)"}
+}
+
+// drift is the time set aside for clock drift for one TTL.
+func (o *options) drift() time.Duration {
+	return time.Duration(float64(o.ttl)*o.driftFactor) + DriftAllowance
+}
+
+func (o *options) validate(n int) error {
+	if o.ttl < time.Millisecond {
+		return invalid("TTL %v must be at least 1ms (WithTTL)", o.ttl)
+	}
+	if math.IsNaN(o.driftFactor) || o.driftFactor < 0 || o.driftFactor >= 1 {
+		return invalid("drift factor %v must be in [0, 1) (WithDriftFactor)", o.driftFactor)
+	}
+	o.ttl = o.ttl.Truncate(time.Millisecond)
+	if drift := o.drift(); o.ttl <= drift {
+		return invalid("TTL %v leaves no validity after the drift allowance of %v (WithTTL)", o.ttl, drift)
+	}
+	if o.nodeTimeout <= 0 {
+		return invalid("node timeout %v must be positive (WithNodeTimeout)", o.nodeTimeout)
+	}
+	if limit := o.ttl - o.drift(); o.nodeTimeout >= limit {
+		return invalid("node timeout %v must be less than TTL - drift = %v (WithNodeTimeout)", o.nodeTimeout, limit)
+	}
+	if !o.quorumSet {
+		o.quorum = n/2 + 1
+	}
+	if o.quorum <= n/2 || o.quorum > n {
+		return invalid("quorum %d is impossible for %d nodes: it must be in [%d, %d] (WithQuorum)", o.quorum, n, n/2+1, n)
+	}
+	if o.strategy == nil {
+		return invalid("strategy is nil (WithStrategy)")
+	}
+	if o.tries < 1 {
+		return invalid("tries %d must be at least 1 (WithTries)", o.tries)
+	}
+	if o.retry == nil {
+		return invalid("retry policy is nil (WithRetryDelay)")
+	}
+	if o.clock == nil {
+		return invalid("clock is nil (WithClock)")
+	}
+	return nil
+}
+
+// String summarises the effective configuration.
+func (o *options) String() string {
+	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v",
+		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout)
+}

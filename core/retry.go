@@ -1,0 +1,43 @@
+package core
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// RetryPolicy returns the delay before the next round of Acquire, given how
+// many rounds have failed so far (1 after the first). It must be safe for
+// concurrent use and keep no state between calls: every Acquire calls it
+// afresh. Core raises any delay below MinRetryDelay to MinRetryDelay.
+type RetryPolicy func(failedRounds int) time.Duration
+
+// JitterDelay returns a policy that waits a uniformly random time in
+// [min, max], so that contenders that failed together do not retry together.
+// With max <= min it always waits min.
+func JitterDelay(min, max time.Duration) RetryPolicy {
+	if max <= min {
+		return func(int) time.Duration { return min }
+	}
+	span := int64(max-min) + 1
+	return func(int) time.Duration { return min + time.Duration(rand.Int64N(span)) }
+}
+
+// ExponentialJitter returns a policy of "full jitter" exponential backoff: a
+// uniformly random time in [0, min(max, base x 2^(n-1))] after the n-th
+// failed round, raised to MinRetryDelay. It suits outages better than
+// contention: waiters back off while nodes are down.
+func ExponentialJitter(base, max time.Duration) RetryPolicy {
+	return func(n int) time.Duration {
+		ceiling := max
+		if n < 1 {
+			n = 1
+		}
+		if n <= 62 && base > 0 && base < max>>(n-1) {
+			ceiling = base << (n - 1)
+		}
+		if ceiling <= 0 {
+			return 0
+		}
+		return time.Duration(rand.Int64N(int64(ceiling) + 1))
+	}
+}

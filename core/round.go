@@ -1,0 +1,106 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/quorumlock/quorumlock/strategies"
+)
+
+// nodeCall is what node i is asked in a round; it reports the node's vote.
+type nodeCall func(ctx context.Context, i int) (bool, error)
+
+// releaseStrategy sends releases: to every node at once, waiting for every
+// answer, whatever strategy the Locker acquires with (Redlock rule 6).
+var releaseStrategy = strategies.Parallel()
+
+// round runs call on the nodes under strategy s and returns every node's
+// result. The strategy only orders the calls; the votes are counted here.
+func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeResult {
+	n := len(l.nodes)
+	results := make([]NodeResult, n)
+	votes := make([]strategies.Result, n)
+	timeout := l.o.nodeTimeout
+	s.Run(ctx, strategies.Round{
+		Nodes:   n,
+		Quorum:  l.o.quorum,
+		Timeout: timeout,
+		Attempt: func(actx context.Context, i int) bool {
+			node := l.nodes[i]
+			start := l.o.clock.Now()
+			ok, err := call(actx, i)
+			res := &results[i]
+			res.Latency = l.o.clock.Now().Sub(start)
+			switch {
+			case err == nil && ok:
+				res.Outcome = OutcomeOK
+			case err == nil:
+				res.Outcome = OutcomeRefused
+			case ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled):
+				// The caller, or the strategy, cut the call off.
+				res.Outcome = OutcomeCanceled
+			case actx.Err() != nil || node.Classify(err) == KindContext:
+				res.Outcome, res.Err = OutcomeFailed, timeoutError(timeout, node, err)
+			default:
+				res.Outcome, res.Err = OutcomeFailed, err
+			}
+			return res.Outcome == OutcomeOK
+		},
+	}, votes)
+	for i := range results {
+		results[i].Index = i
+		results[i].Node = l.names[i]
+	}
+	return results
+}
+
+func timeoutError(after time.Duration, n Node, err error) error {
+	if n.Classify(err) == KindContext || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return &nodeTimeoutError{after: after, err: err}
+}
+
+// tally counts a round's results.
+func tally(results []NodeResult) (ok, refused, failed int) {
+	for i := range results {
+		switch results[i].Outcome {
+		case OutcomeOK:
+			ok++
+		case OutcomeRefused:
+			refused++
+		case OutcomeFailed:
+			failed++
+		}
+	}
+	return ok, refused, failed
+}
+
+// detached returns a context for clean-up work that must run even when the
+// caller's context has ended: it keeps ctx's values, drops its cancellation
+// and deadline, and ends after the node timeout (the nodes are asked in
+// parallel, so one node timeout bounds the whole clean-up).
+func (l *Locker) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
+}
+
+// releaseAll asks every node to delete key if it holds value.
+func (l *Locker) releaseAll(ctx context.Context, key, value string) []NodeResult {
+	keys, args := []string{key}, []string{value}
+	return l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
+		return l.scriptVote(ctx, i, ScriptRelease, keys, args)
+	})
+}
+
+// contextError is the caller's context error with its cause, if distinct.
+func contextError(ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return errors.Join(err, cause)
+	}
+	return err
+}
