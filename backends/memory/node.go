@@ -75,7 +75,7 @@ type option struct {
 	name string
 }
 
-func (o option) apply(n *Node)   { o.fn(n) }
+func (o option) apply(n *Node)  { o.fn(n) }
 func (o option) String() string { return o.name }
 
 // WithName names the node; core refuses two nodes of one name in a Locker.
