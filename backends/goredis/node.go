@@ -1,0 +1,169 @@
+package goredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// Client is the part of a go-redis client that a Node uses. *redis.Client
+// (single node or failover), *redis.ClusterClient, *redis.Ring and
+// redis.UniversalClient all implement it.
+type Client interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+	Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
+}
+
+// Node is a quorumlock node over a go-redis client: one independent Redis
+// master, or one Redis Cluster. It never closes the client.
+type Node struct {
+	client Client
+	name   string
+}
+
+var _ core.Node = (*Node)(nil)
+
+// Option configures a Node.
+type Option interface {
+	apply(*config)
+	String() string
+}
+
+type config struct {
+	name             string
+	allowNoCtxBounds bool
+}
+
+type option struct {
+	fn   func(*config)
+	name string
+}
+
+func (o option) apply(c *config) { o.fn(c) }
+func (o option) String() string  { return o.name }
+
+// WithName names the node in errors, logs and metrics; core refuses two
+// nodes of one name in a Locker.
+// Default: the client's address ("127.0.0.1:6379"), "cluster:" or "ring:"
+// followed by its addresses, or the client's type for other clients.
+func WithName(name string) Option {
+	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
+}
+
+// AllowUnboundedCalls accepts a client whose options leave
+// ContextTimeoutEnabled false. Such a client ignores context deadlines on the
+// socket and waits up to its ReadTimeout (3 s by default) for a node that
+// does not answer, so the Locker's node timeout no longer bounds a round.
+// Default: off; New refuses such a client.
+func AllowUnboundedCalls() Option {
+	return option{func(c *config) { c.allowNoCtxBounds = true }, "AllowUnboundedCalls()"}
+}
+
+// New returns a Node that runs the lock protocol through client. The client
+// must have ContextTimeoutEnabled set in its options (see
+// AllowUnboundedCalls), so that the node timeout bounds every call.
+func New(client Client, opts ...Option) (*Node, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: goredis: client is nil", core.ErrInvalidArgument)
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	name, bounded := describe(client)
+	if !bounded && !c.allowNoCtxBounds {
+		return nil, fmt.Errorf("%w: goredis: client %s has ContextTimeoutEnabled false, so contexts cannot bound its calls "+
+			"and one slow node would stall every round; set ContextTimeoutEnabled: true in its options, or pass goredis.AllowUnboundedCalls()",
+			core.ErrInvalidArgument, name)
+	}
+	if c.name != "" {
+		name = c.name
+	}
+	return &Node{client: client, name: name}, nil
+}
+
+// describe names a client and reports whether its calls honour context
+// deadlines, for the client types whose options can be read.
+func describe(client Client) (name string, bounded bool) {
+	switch cl := client.(type) {
+	case *redis.Client:
+		return cl.Options().Addr, cl.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return "cluster:" + strings.Join(cl.Options().Addrs, ","), cl.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		addrs := slices.Sorted(maps.Values(cl.Options().Addrs))
+		return "ring:" + strings.Join(addrs, ","), cl.Options().ContextTimeoutEnabled
+	default:
+		return fmt.Sprintf("%T", client), true
+	}
+}
+
+// Client returns the client the node was built with.
+func (n *Node) Client() Client { return n.client }
+
+// String returns the node's name.
+func (n *Node) String() string { return n.name }
+
+// Close does nothing: the client belongs to the caller, who closes it.
+func (n *Node) Close() error { return nil }
+
+// SetNX implements core.Node with SET key value PX ttl NX.
+func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	cmd := redis.NewBoolCmd(ctx, "set", key, value, "px", ttl.Milliseconds(), "nx")
+	_ = n.client.Process(ctx, cmd)
+	ok, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// EvalSHA implements core.Node.
+func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	return reply(n.client.EvalSha(ctx, sha, keys, anys(args)...).Result())
+}
+
+// Eval implements core.Node.
+func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	return reply(n.client.Eval(ctx, script, keys, anys(args)...).Result())
+}
+
+// Classify implements core.Node: NOSCRIPT replies are core.KindNoScript,
+// context errors core.KindContext, and anything else a node failure.
+func (n *Node) Classify(err error) core.ErrorKind {
+	switch {
+	case redis.HasErrorPrefix(err, "NOSCRIPT"):
+		return core.KindNoScript
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return core.KindContext
+	default:
+		return core.KindNodeFailure
+	}
+}
+
+func reply(v any, err error) (any, error) {
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return v, err
+}
+
+func anys(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}
