@@ -28,6 +28,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 	}{
 		{"no nodes", nil, nil, "no nodes"},
 		{"nil node", []core.Node{memory.New(), nil}, nil, "node 1 is nil"},
+		{"typed nil node", []core.Node{memory.New(), (*memory.Node)(nil)}, nil, "node 1 is nil"},
 		{"same node twice", func() []core.Node { n := memory.New(); return []core.Node{n, memory.New(), n} }(), nil, "counted twice"},
 		{"same name twice", []core.Node{memory.New(memory.WithName("a")), memory.New(memory.WithName("a"))}, nil, `both "a"`},
 		{"nil option", three(), []core.Option{nil}, "option 0 is nil"},

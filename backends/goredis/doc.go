@@ -1,7 +1,7 @@
 // Package goredis is the quorumlock backend for go-redis v9
 // (github.com/redis/go-redis/v9).
 //
-//	rdb := redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379", ContextTimeoutEnabled: true})
+//	rdb := redis.NewClient(goredis.ClientOptions("10.0.0.1:6379"))
 //	node, err := goredis.New(rdb)
 //
 // # Accepted clients
@@ -15,6 +15,12 @@
 // context deadlines on the socket, and the Locker's node timeout cannot
 // bound a call to a node that does not answer. New refuses such a client
 // unless given AllowUnboundedCalls.
+//
+// go-redis's defaults retry a failed command three times and a failed dial
+// five times, with backoff, all inside the Locker's node timeout: a node that
+// is down then costs a whole node timeout instead of failing at once.
+// ClientOptions returns options with those retries off, as a lock node wants
+// them (core retries whole rounds); a client built otherwise still works.
 //
 // The node never closes the client: it belongs to the caller.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,11 +70,31 @@ func AllowUnboundedCalls() Option {
 	return option{func(c *config) { c.allowNoCtxBounds = true }, "AllowUnboundedCalls()"}
 }
 
+// ClientOptions returns go-redis options suited to a lock node at addr:
+//
+//   - ContextTimeoutEnabled, so that the node timeout bounds every call;
+//   - MaxRetries -1: no command retries inside the node. Core retries whole
+//     rounds, and a retry with backoff inside one node call only spends the
+//     node timeout on a node that is down;
+//   - DialerRetries 1: a refused connection fails at once instead of after
+//     five dial attempts 100 ms apart.
+//
+// Adjust the rest (password, TLS, pool size) before passing the options to
+// redis.NewClient. The same settings exist on redis.ClusterOptions.
+func ClientOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+	}
+}
+
 // New returns a Node that runs the lock protocol through client. The client
 // must have ContextTimeoutEnabled set in its options (see
 // AllowUnboundedCalls), so that the node timeout bounds every call.
 func New(client Client, opts ...Option) (*Node, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, fmt.Errorf("%w: goredis: client is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -92,6 +113,20 @@ func New(client Client, opts ...Option) (*Node, error) {
 		name = c.name
 	}
 	return &Node{client: client, name: name}, nil
+}
+
+// isNil reports a nil client, including a nil pointer in a non-nil
+// interface, which would otherwise panic on first use.
+func isNil(client Client) bool {
+	if client == nil {
+		return true
+	}
+	v := reflect.ValueOf(client)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 // describe names a client and reports whether its calls honour context

@@ -28,7 +28,7 @@ var (
 	ErrReplyLost = errors.New("memory: reply lost")
 	// ErrNoScript is Redis's NOSCRIPT: EVALSHA of a script this node has not
 	// seen since it started or since FlushScripts.
-	ErrNoScript = errors.New("NOSCRIPT No matching script. Please use EVAL.")
+	ErrNoScript = errors.New("NOSCRIPT no matching script, use EVAL")
 )
 
 // Node is an in-process lock node: a key-value store with millisecond

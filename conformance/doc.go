@@ -1,0 +1,41 @@
+// Package conformance is the suite every quorumlock backend passes: one set
+// of tests that proves a node of any driver behaves as the lock protocol
+// needs, and that a Locker over such nodes keeps the Redlock properties.
+//
+// A backend's whole test is a harness and a call to Run. For real Redis,
+// package redistest provides the harness; the backend gives only a function
+// that builds its node for a server address:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, redistest.Harness(func(addr string) (core.Node, func() error, error) {
+//			rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//			node, err := goredis.New(rdb)
+//			return node, rdb.Close, err
+//		}))
+//	}
+//
+// # What it checks
+//
+// NodeContract drives one node directly: SET NX PX semantics and millisecond
+// TTLs, expiry, the release and extend scripts by source and by SHA (missing
+// key, wrong value, right value), NOSCRIPT classification and recovery after
+// SCRIPT FLUSH, prompt return on cancelled contexts and on a paused server,
+// errors from a closed client, long, binary and unicode keys, and concurrent
+// use.
+//
+// Locker/N=<n>/<strategy> drives a core.Locker over 1, 3 and 5 nodes with
+// every built-in strategy: acquire and release, contention on a majority and
+// a minority, two Lockers racing, mutual exclusion, extension and lost
+// locks, release of a lock taken over, a cancelled acquisition leaving no
+// key, a minority of servers down (still acquires), a majority down (the
+// outage error, promptly), a paused server (no stall), a restarted server.
+//
+// MutualExclusion/<strategy> has 32 goroutines increment a counter held on
+// a server 200 times each under the lock, with a read-modify-write that only
+// the lock makes atomic: the final count must be exact.
+//
+// Servers are shared by the tests of a run unless a test injects faults, in
+// which case it gets servers of its own; tests isolate themselves by key.
+// After the run, the harness is closed and no goroutine may be left.
+// Under CI=true a missing redis-server fails the run instead of skipping it.
+package conformance

@@ -1,0 +1,353 @@
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// EnvBinary names the environment variable that overrides the redis-server
+// binary; without it, redis-server is looked up on PATH.
+const EnvBinary = "QUORUMLOCK_REDIS_SERVER"
+
+// ErrNoBinary is returned when no redis-server binary can be found.
+var ErrNoBinary = errors.New("redistest: redis-server not found (install Debian's redis-server package, run `make test` which installs it, or set " + EnvBinary + ")")
+
+// Binary returns the path of the redis-server binary.
+func Binary() (string, error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%w: %s=%s: %v", ErrNoBinary, EnvBinary, p, err)
+		}
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", ErrNoBinary
+	}
+	return p, nil
+}
+
+// startTimeout bounds how long a server may take to answer PING after start.
+const startTimeout = 15 * time.Second
+
+// Server is one redis-server process on a loopback port, owned by the code
+// that started it. It runs without persistence, so a restarted server comes
+// back empty. Its methods are safe for concurrent use.
+type Server struct {
+	bin  string
+	port int
+	dir  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	output *lockedBuffer // the process's stdout and stderr, for error reports
+	paused bool
+	closed bool
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*serverConfig)
+
+type serverConfig struct {
+	args []string
+	port int
+}
+
+// WithArgs adds redis-server command-line arguments, such as
+// "--cluster-enabled", "yes".
+func WithArgs(args ...string) ServerOption {
+	return func(c *serverConfig) { c.args = append(c.args, args...) }
+}
+
+// WithPort runs the server on port instead of a free port chosen at start.
+func WithPort(port int) ServerOption {
+	return func(c *serverConfig) { c.port = port }
+}
+
+// StartServer starts a redis-server on a free loopback port and waits until
+// it answers PING. The process is killed if this process dies.
+func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	var c serverConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	s := &Server{bin: bin, dir: dir, args: c.args}
+	// A port found free can be taken before the server binds it: try again
+	// with another one.
+	for attempt := 0; ; attempt++ {
+		s.port = c.port
+		if s.port == 0 {
+			if s.port, err = FreePort(); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+		}
+		err = s.start(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if c.port != 0 || attempt == 4 || ctx.Err() != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--loglevel", "warning",
+		"--logfile", "",
+	}
+	args = append(args, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	out := new(lockedBuffer)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: starting %s: %w", s.bin, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited, s.output, s.paused = cmd, exited, out, false
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		if err := ping(ctx, s.Addr()); err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redistest: redis-server on port %d exited at start: %s", s.port, strings.TrimSpace(out.String()))
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("redistest: redis-server on port %d did not answer PING within %v: %s", s.port, startTimeout, strings.TrimSpace(out.String()))
+		case <-time.After(delay):
+		}
+	}
+}
+
+// ping sends PING over a fresh connection and expects +PONG.
+func ping(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > time.Second {
+		deadline = time.Now().Add(time.Second)
+	}
+	_ = conn.SetDeadline(deadline)
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(line) != "+PONG" {
+		return fmt.Errorf("redistest: PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// Addr returns the server's "127.0.0.1:port".
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Running reports whether the process is up (it may be paused).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runningLocked()
+}
+
+func (s *Server) runningLocked() bool {
+	if s.cmd == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop shuts the server down (SIGTERM) and waits for the process to end.
+// Without persistence its keys are gone; Restart brings it back empty.
+func (s *Server) Stop() error { return s.signalAndWait(syscall.SIGTERM) }
+
+// Kill kills the server (SIGKILL) and waits for the process to end.
+func (s *Server) Kill() error { return s.signalAndWait(syscall.SIGKILL) }
+
+func (s *Server) signalAndWait(sig syscall.Signal) error {
+	s.mu.Lock()
+	if !s.runningLocked() {
+		s.mu.Unlock()
+		return nil
+	}
+	cmd, exited, paused := s.cmd, s.exited, s.paused
+	s.mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redistest: signalling %s: %w", s.Addr(), err)
+	}
+	if paused {
+		// A stopped process only acts on SIGTERM once continued.
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	s.mu.Lock()
+	s.paused = false
+	s.mu.Unlock()
+	return nil
+}
+
+// Restart starts a stopped or killed server again on the same port, empty,
+// and waits until it answers PING. It stops a running server first.
+func (s *Server) Restart(ctx context.Context) error {
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errors.New("redistest: restart of a closed server")
+	}
+	// The port can stay busy for a moment after the kill.
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = s.start(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
+}
+
+// Pause stops the process with SIGSTOP: it keeps its connections open and
+// answers nothing until Resume, like a server stalled by the OS.
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.runningLocked() {
+		return fmt.Errorf("redistest: pause of %s, which is not running", s.Addr())
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("redistest: pausing %s: %w", s.Addr(), err)
+	}
+	s.paused = true
+	return nil
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.runningLocked() || !s.paused {
+		return nil
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("redistest: resuming %s: %w", s.Addr(), err)
+	}
+	s.paused = false
+	return nil
+}
+
+// Close kills the server and removes its directory. It is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	err := s.Kill()
+	if rerr := os.RemoveAll(s.dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Output returns what the process has printed, for diagnostics.
+func (s *Server) Output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.output == nil {
+		return ""
+	}
+	return s.output.String()
+}
+
+// lockedBuffer is a buffer safe for the process's two output streams and
+// for readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

@@ -1,0 +1,181 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
+)
+
+// Strategy is one strategy the suite runs the locker properties under.
+type Strategy struct {
+	Name string
+	New  func() core.Strategy
+}
+
+// Strategies are the strategies Run covers unless told otherwise: each
+// built-in one, greedy and stopping at quorum.
+func Strategies() []Strategy {
+	return []Strategy{
+		{"sequential", func() core.Strategy { return strategies.Sequential() }},
+		{"sequential-stop", func() core.Strategy { return strategies.Sequential(strategies.StopAtQuorum()) }},
+		{"parallel", func() core.Strategy { return strategies.Parallel() }},
+		{"parallel-stop", func() core.Strategy { return strategies.Parallel(strategies.StopAtQuorum()) }},
+		{"failfast", func() core.Strategy { return strategies.FailFast() }},
+		{"failfast-stop", func() core.Strategy { return strategies.FailFast(strategies.StopAtQuorum()) }},
+	}
+}
+
+// Sizes are the node counts of the locker properties.
+var Sizes = []int{1, 3, 5}
+
+// RunOption adjusts a Run.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	strategies []Strategy
+	sizes      []int
+	increments int
+}
+
+// WithStrategies restricts the locker properties to the given strategies.
+func WithStrategies(s ...Strategy) RunOption {
+	return func(c *runConfig) { c.strategies = s }
+}
+
+// WithSizes restricts the locker properties to the given node counts.
+func WithSizes(n ...int) RunOption {
+	return func(c *runConfig) { c.sizes = n }
+}
+
+// WithIncrements sets how many increments each of the 32 goroutines of the
+// MutualExclusion group makes. Default: 200.
+func WithIncrements(n int) RunOption {
+	return func(c *runConfig) { c.increments = n }
+}
+
+// Run runs the whole suite against the backend of newHarness:
+//
+//   - NodeContract: each protocol operation of one node, directly;
+//   - Locker/N=<n>/<strategy>: the locker properties over n nodes;
+//   - MutualExclusion/<strategy>: 32 goroutines incrementing a counter held
+//     on a server under the lock, which must end exact.
+//
+// It checks for leaked goroutines after the harness is closed, so call it
+// from a top-level test that does not run in parallel with others.
+func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
+	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	requireNoSkipUnderCI(t)
+	ignore := goleak.IgnoreCurrent()
+	h := newHarness(t)
+	require.NotNil(t, h, "conformance: the harness maker returned nil")
+	t.Cleanup(func() {
+		assert.NoError(t, h.Close(), "closing the harness")
+		goleak.VerifyNone(t, ignore)
+	})
+
+	// The parallel groups start once this function returns; the serial
+	// MutualExclusion group runs first, alone, because contention tests
+	// that share the CPU slow each other's rounds into more split votes.
+	t.Run("NodeContract", func(t *testing.T) {
+		t.Parallel()
+		runNodeContract(t, h)
+	})
+	t.Run("Locker", func(t *testing.T) {
+		t.Parallel()
+		for _, n := range cfg.sizes {
+			for _, s := range cfg.strategies {
+				t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
+					t.Parallel()
+					runLockerProperties(t, h, n, s)
+				})
+			}
+		}
+	})
+	t.Run("MutualExclusion", func(t *testing.T) {
+		for _, s := range cfg.strategies {
+			if strings.HasSuffix(s.Name, "-stop") {
+				continue // same round logic as the greedy mode; keeps the run short
+			}
+			t.Run(s.Name, func(t *testing.T) { mutualExclusion(t, h, s, 32, cfg.increments) })
+		}
+	})
+}
+
+// requireNoSkipUnderCI turns skips into failures when CI is set: a missing
+// server must not pass as a green run.
+func requireNoSkipUnderCI(t *testing.T) {
+	if os.Getenv("CI") == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if t.Skipped() {
+			t.Errorf("conformance: the suite was skipped under CI=true")
+		}
+	})
+}
+
+// key returns a key unique to the calling test.
+func key(t *testing.T) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "ql-conformance:" + t.Name() + ":" + hex.EncodeToString(b[:])
+}
+
+// Test defaults: node timeouts generous enough for a loaded CI machine
+// running the race detector, and short retry delays.
+const (
+	testNodeTimeout = 500 * time.Millisecond
+	testRetryMin    = 2 * time.Millisecond
+	testRetryMax    = 10 * time.Millisecond
+)
+
+// newLocker makes a Locker for a test and closes it when the test ends.
+func newLocker(t *testing.T, nodes []core.Node, s Strategy, opts ...core.Option) *core.Locker {
+	t.Helper()
+	all := append([]core.Option{
+		core.WithStrategy(s.New()),
+		core.WithNodeTimeout(testNodeTimeout),
+		core.WithRetryDelay(core.JitterDelay(testRetryMin, testRetryMax)),
+	}, opts...)
+	l, err := core.New(nodes, all...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	return l
+}
+
+// valuesOf reads key on every server: its value, or "" where absent.
+func valuesOf(t *testing.T, s Servers, key string) []string {
+	t.Helper()
+	out := make([]string, s.Len())
+	for i := range out {
+		v, _, ok, err := s.Get(context.Background(), i, key)
+		require.NoError(t, err, "reading server %d", i)
+		if ok {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+func repeat(v string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
