@@ -203,9 +203,15 @@ func cancelledContext(t *testing.T, h Harness) {
 	cancel()
 	k := key(t)
 	calls := map[string]func() error{
-		"SetNX":   func() error { _, err := n.SetNX(ctx, k, "v", time.Second); return err },
-		"EvalSHA": func() error { _, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"}); return err },
-		"Eval":    func() error { _, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"}); return err },
+		"SetNX": func() error { _, err := n.SetNX(ctx, k, "v", time.Second); return err },
+		"EvalSHA": func() error {
+			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
+			return err
+		},
+		"Eval": func() error {
+			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := returnsWithin(t, 2*time.Second, call)
@@ -224,9 +230,15 @@ func deadlineOnPausedServer(t *testing.T, h Harness) {
 	require.NoError(t, s.Pause(0))
 	defer func() { require.NoError(t, s.Resume(0)) }()
 	calls := map[string]func(context.Context) error{
-		"SetNX":   func(ctx context.Context) error { _, err := n.SetNX(ctx, k+"2", "v", time.Second); return err },
-		"EvalSHA": func(ctx context.Context) error { _, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"}); return err },
-		"Eval":    func(ctx context.Context) error { _, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"}); return err },
+		"SetNX": func(ctx context.Context) error { _, err := n.SetNX(ctx, k+"2", "v", time.Second); return err },
+		"EvalSHA": func(ctx context.Context) error {
+			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
+			return err
+		},
+		"Eval": func(ctx context.Context) error {
+			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := returnsWithin(t, 3*time.Second, func() error {
@@ -242,9 +254,15 @@ func closedClient(t *testing.T, h Harness) {
 	n := h.ClosedNode(t)
 	ctx, k := t.Context(), key(t)
 	calls := map[string]func() error{
-		"SetNX":   func() error { _, err := n.SetNX(ctx, k, "v", time.Second); return err },
-		"EvalSHA": func() error { _, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"}); return err },
-		"Eval":    func() error { _, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"}); return err },
+		"SetNX": func() error { _, err := n.SetNX(ctx, k, "v", time.Second); return err },
+		"EvalSHA": func() error {
+			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
+			return err
+		},
+		"Eval": func() error {
+			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
+			return err
+		},
 	}
 	for name, call := range calls {
 		err := returnsWithin(t, 2*time.Second, call)
