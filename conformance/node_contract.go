@@ -197,24 +197,30 @@ func scriptFlushRecovery(t *testing.T, h Harness) {
 	assert.Equal(t, []string{""}, valuesOf(t, s, k))
 }
 
-func cancelledContext(t *testing.T, h Harness) {
-	n, _ := oneNode(t, h)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	k := key(t)
-	calls := map[string]func() error{
-		"SetNX": func() error { _, err := n.SetNX(ctx, k, "v", time.Second); return err },
-		"EvalSHA": func() error {
+// protocolCalls are the three node calls of the protocol, on key k.
+func protocolCalls(n core.Node, k string) map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"SetNX": func(ctx context.Context) error {
+			_, err := n.SetNX(ctx, k, "v", time.Second)
+			return err
+		},
+		"EvalSHA": func(ctx context.Context) error {
 			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
 			return err
 		},
-		"Eval": func() error {
+		"Eval": func(ctx context.Context) error {
 			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
 			return err
 		},
 	}
-	for name, call := range calls {
-		err := returnsWithin(t, 2*time.Second, call)
+}
+
+func cancelledContext(t *testing.T, h Harness) {
+	n, _ := oneNode(t, h)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for name, call := range protocolCalls(n, key(t)) {
+		err := returnsWithin(t, 2*time.Second, func() error { return call(ctx) })
 		require.Error(t, err, "%s with a cancelled context", name)
 		assert.Equal(t, core.KindContext, n.Classify(err), "%s: %v", name, err)
 	}
@@ -225,22 +231,11 @@ func deadlineOnPausedServer(t *testing.T, h Harness) {
 	n := s.Nodes(t)[0]
 	k := key(t)
 	// Warm the connection up so the pause hits an established one too.
-	_, err := n.SetNX(t.Context(), k, "v", time.Minute)
+	_, err := n.SetNX(t.Context(), k+":warm", "v", time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, s.Pause(0))
 	defer func() { require.NoError(t, s.Resume(0)) }()
-	calls := map[string]func(context.Context) error{
-		"SetNX": func(ctx context.Context) error { _, err := n.SetNX(ctx, k+"2", "v", time.Second); return err },
-		"EvalSHA": func(ctx context.Context) error {
-			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
-			return err
-		},
-		"Eval": func(ctx context.Context) error {
-			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
-			return err
-		},
-	}
-	for name, call := range calls {
+	for name, call := range protocolCalls(n, k) {
 		err := returnsWithin(t, 3*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
@@ -252,20 +247,8 @@ func deadlineOnPausedServer(t *testing.T, h Harness) {
 
 func closedClient(t *testing.T, h Harness) {
 	n := h.ClosedNode(t)
-	ctx, k := t.Context(), key(t)
-	calls := map[string]func() error{
-		"SetNX": func() error { _, err := n.SetNX(ctx, k, "v", time.Second); return err },
-		"EvalSHA": func() error {
-			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
-			return err
-		},
-		"Eval": func() error {
-			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
-			return err
-		},
-	}
-	for name, call := range calls {
-		err := returnsWithin(t, 2*time.Second, call)
+	for name, call := range protocolCalls(n, key(t)) {
+		err := returnsWithin(t, 2*time.Second, func() error { return call(t.Context()) })
 		require.Error(t, err, "%s on a closed client", name)
 		assert.Equal(t, core.KindNodeFailure, n.Classify(err), "%s: %v", name, err)
 	}
