@@ -1,0 +1,134 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
+)
+
+// A Locker over three nodes: acquire, use the lock while its validity
+// lasts, release.
+func Example() {
+	ctx := context.Background()
+	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)), core.WithTTL(10*time.Second))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	lock, err := locker.Acquire(ctx, "orders:42")
+	if err != nil {
+		fmt.Println("not acquired:", err)
+		return
+	}
+	defer lock.Release(ctx)
+
+	fmt.Println("holding", lock.Key(), "quorum", locker.Quorum())
+	fmt.Println("safe for more than 9.8s:", lock.Validity() > 9800*time.Millisecond)
+	// Output:
+	// holding orders:42 quorum 2
+	// safe for more than 9.8s: true
+}
+
+// TryAcquire makes one round: when the lock is held elsewhere, it fails at
+// once with an error matching ErrNotAcquired.
+func ExampleLocker_TryAcquire() {
+	ctx := context.Background()
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)))
+	defer locker.Close()
+
+	first, _ := locker.TryAcquire(ctx, "report")
+	_, err := locker.TryAcquire(ctx, "report")
+	fmt.Println(errors.Is(err, core.ErrNotAcquired))
+
+	_ = first.Release(ctx)
+	second, err := locker.TryAcquire(ctx, "report")
+	fmt.Println(err == nil, second.Key())
+	// Output:
+	// true
+	// true report
+}
+
+// When too many nodes are down, the error is an outage, not contention, and
+// the *QuorumError says what each node did.
+func ExampleQuorumError() {
+	ctx := context.Background()
+	nodes := []*memory.Node{
+		memory.New(memory.WithName("a")),
+		memory.New(memory.WithName("b")),
+		memory.New(memory.WithName("c")),
+	}
+	locker, _ := core.New(memory.AsNodes(nodes))
+	defer locker.Close()
+	nodes[1].Stop()
+	nodes[2].Stop()
+
+	_, err := locker.TryAcquire(ctx, "k")
+	fmt.Println("outage:", errors.Is(err, core.ErrUnavailable), "contention:", errors.Is(err, core.ErrNotAcquired))
+	var qe *core.QuorumError
+	if errors.As(err, &qe) {
+		for _, n := range qe.Nodes {
+			fmt.Println(n.Node, n.Outcome, n.Err)
+		}
+	}
+	// Output:
+	// outage: true contention: false
+	// a ok <nil>
+	// b failed memory: node is down
+	// c failed memory: node is down
+}
+
+// Extend renews the lock's TTL on a quorum; its new validity is measured
+// from the start of the extending round. A manual clock makes time visible.
+func ExampleLock_Extend() {
+	ctx := context.Background()
+	clock := memory.NewManualClock(time.Unix(0, 0))
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3, memory.WithClock(clock))),
+		core.WithClock(clock), core.WithTTL(10*time.Second))
+	defer locker.Close()
+
+	lock, _ := locker.Acquire(ctx, "job")
+	clock.Advance(8 * time.Second)
+	fmt.Println("before:", lock.Validity())
+	if err := lock.Extend(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("after:", lock.Validity())
+	// Output:
+	// before: 1.898s
+	// after: 9.898s
+}
+
+// Acquire waits for the holder, retrying with a jittered delay, until the
+// context ends; a cancelled wait matches both the context error and the
+// lock error.
+func ExampleLocker_Acquire_deadline() {
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)),
+		core.WithRetryDelay(core.JitterDelay(5*time.Millisecond, 10*time.Millisecond)))
+	defer locker.Close()
+	held, _ := locker.TryAcquire(context.Background(), "k")
+	defer held.Release(context.Background())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := locker.Acquire(ctx, "k")
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), errors.Is(err, core.ErrNotAcquired))
+	// Output:
+	// true true
+}
+
+// Strategies change how a round asks the nodes, never the result's safety.
+func ExampleWithStrategy() {
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(5)),
+		core.WithStrategy(strategies.FailFast(strategies.StopAtQuorum())))
+	defer locker.Close()
+	fmt.Println(locker.Quorum())
+	// Output:
+	// 3
+}
