@@ -123,19 +123,7 @@ type QuorumError struct {
 }
 
 // Counts tallies the nodes by outcome.
-func (e *QuorumError) Counts() (ok, refused, failed int) {
-	for _, n := range e.Nodes {
-		switch n.Outcome {
-		case OutcomeOK:
-			ok++
-		case OutcomeRefused:
-			refused++
-		case OutcomeFailed:
-			failed++
-		}
-	}
-	return ok, refused, failed
-}
+func (e *QuorumError) Counts() (ok, refused, failed int) { return tally(e.Nodes) }
 
 // Error describes the failure and every node's outcome on one line.
 func (e *QuorumError) Error() string {

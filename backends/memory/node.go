@@ -319,8 +319,8 @@ func (n *Node) Stop() {
 	n.down = true
 }
 
-// Start brings a stopped node back as a Redis server without persistence
-// comes back: with no keys and no cached scripts.
+// Start brings a stopped node back the way a Redis server without
+// persistence restarts: with no keys and no cached scripts.
 func (n *Node) Start() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
