@@ -3,17 +3,19 @@
 //	go run ./examples/quickstart
 //
 // It starts five in-process Redis servers (miniredis, reached over real TCP
-// through go-redis), then: several workers contend for one key and each
-// reports the validity it got; two of the five nodes go down and locks are
-// still granted (3 of 5 is a quorum); a third goes down and the Locker
-// answers with the outage error, naming each node's fate.
+// through go-redis), then: four workers contend for one key and each reports
+// the validity it got; two of the five nodes go down and locks are still
+// granted (3 of 5 is a quorum); a third goes down and the Locker answers with
+// the outage error, naming each node's fate.
 //
-// To run it against your own independent Redis masters instead:
+// To run it against your own independent Redis masters instead (any number
+// of them, not replicas of each other):
 //
 //	REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/quickstart
 //
-// Real servers are not stopped: the program closes its own connections to
-// them instead. It exits 0 when everything behaved as expected.
+// Real servers are not stopped: to take a node "down" the program closes its
+// own connection to it. With N servers it takes down N - quorum of them, then
+// one more. It exits 0 when everything behaved as expected, and 1 otherwise.
 package main
 
 import (
@@ -34,162 +36,113 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// quiet drops go-redis's own log lines about nodes we took down on purpose;
-// the program reports each node's error itself.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
+// The key every step locks, the locks' time-to-live, and how the workers
+// contend for the key.
+const (
+	key     = "quickstart:orders:42"
+	ttl     = 10 * time.Second // the default, written out
+	workers = 4
+	rounds  = 2 // acquisitions per worker
+)
 
 func main() {
 	redis.SetLogger(quiet{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var addrs []string
-	if env := strings.TrimSpace(os.Getenv("REDIS_ADDRS")); env != "" {
-		for _, a := range strings.Split(env, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, a)
-			}
-		}
-	}
-	if err := run(ctx, os.Stdout, addrs); err != nil {
+
+	err := run(ctx, os.Stdout, parseAddrs(os.Getenv("REDIS_ADDRS")))
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart: FAILED:", err)
+		if errors.Is(err, core.ErrNotAcquired) {
+			fmt.Fprintf(os.Stderr, "quickstart: another client holds %q on your servers; "+
+				"a lock left by an interrupted run expires within the TTL (%v)\n", key, ttl)
+		}
 		os.Exit(1)
 	}
 }
 
-// cluster is the set of nodes the demo runs on, and a way to take one down.
-type cluster struct {
-	embedded []*miniredis.Miniredis // nil when running on REDIS_ADDRS
-	clients  []*redis.Client
-	nodes    []core.Node
-}
-
-func (c *cluster) down(i int) {
-	if c.embedded != nil {
-		c.embedded[i].Close() // the server stops: connections are refused
-		return
-	}
-	_ = c.clients[i].Close() // we cannot stop your server: cut our own link
-}
-
-func (c *cluster) close() {
-	for _, cl := range c.clients {
-		_ = cl.Close()
-	}
-	for _, m := range c.embedded {
-		m.Close()
-	}
-}
-
-func newCluster(addrs []string) (*cluster, error) {
-	c := &cluster{}
-	if len(addrs) == 0 {
-		for range 5 {
-			m, err := miniredis.Run()
-			if err != nil {
-				c.close()
-				return nil, err
-			}
-			c.embedded = append(c.embedded, m)
-			addrs = append(addrs, m.Addr())
-		}
-	}
-	for _, addr := range addrs {
-		client := redis.NewClient(goredis.ClientOptions(addr))
-		c.clients = append(c.clients, client)
-		node, err := goredis.New(client)
-		if err != nil {
-			c.close()
-			return nil, err
-		}
-		c.nodes = append(c.nodes, node)
-	}
-	return c, nil
-}
-
+// run is the whole demonstration. With no addrs it starts five embedded
+// servers; otherwise it uses the Redis masters at addrs.
 func run(ctx context.Context, out io.Writer, addrs []string) error {
-	c, err := newCluster(addrs)
+	c, err := newCluster(ctx, addrs)
 	if err != nil {
 		return err
 	}
 	defer c.close()
 
 	locker, err := core.New(c.nodes,
-		core.WithNodeTimeout(100*time.Millisecond),
+		core.WithTTL(ttl),
+		core.WithNodeTimeout(100*time.Millisecond), // loopback answers in well under 1 ms
 		core.WithRetryDelay(core.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
 	)
 	if err != nil {
 		return err
 	}
-	defer locker.Close()
+	defer locker.Close() // runs before c.close: the Locker goes first
 
 	n, q := len(c.nodes), locker.Quorum()
-	where := "embedded miniredis servers"
-	if c.embedded == nil {
-		where = "servers from REDIS_ADDRS"
-	}
-	fmt.Fprintf(out, "quorumlock quickstart: %d %s, TTL %v, quorum %d of %d\n\n", n, where, locker.TTL(), q, n)
+	fmt.Fprintf(out, "quorumlock quickstart: %s, TTL %v, quorum %d of %d\n", c.where(), locker.TTL(), q, n)
 
-	const key = "quickstart:orders:42"
-	if err := contend(ctx, out, locker, key); err != nil {
+	// 1. Mutual exclusion: workers take turns on one key.
+	fmt.Fprintf(out, "\n%d workers contend for %q:\n", workers, key)
+	if err := contend(ctx, out, locker); err != nil {
 		return err
 	}
 
-	// Take down as many nodes as a quorum can spare: locks are still granted.
+	// 2. Take down as many nodes as the quorum can spare: still granted.
 	spare := n - q
+	var downed []string
 	for i := range spare {
-		c.down(i)
+		downed = append(downed, c.down(i))
 	}
-	fmt.Fprintf(out, "\n%d of %d nodes down:\n", spare, n)
+	if spare == 0 {
+		fmt.Fprintf(out, "\nquorum %d of %d cannot spare a node, so all stay up:\n", q, n)
+	} else {
+		fmt.Fprintf(out, "\n%d of %d nodes down%s:\n", spare, n, c.how(downed))
+	}
 	lock, err := locker.Acquire(ctx, key)
 	if err != nil {
 		return fmt.Errorf("with %d of %d nodes down the lock should still be granted: %w", spare, n, err)
 	}
-	fmt.Fprintf(out, "  acquired %q on the remaining %d nodes, validity %v\n", key, n-spare, lock.Validity().Round(time.Millisecond))
+	validity := lock.Validity().Round(time.Millisecond)
 	if err := lock.Release(ctx); err != nil {
-		return fmt.Errorf("release with %d nodes down: %w", spare, err)
+		return fmt.Errorf("release with %d of %d nodes down: %w", spare, n, err)
 	}
-	fmt.Fprintln(out, "  released")
+	fmt.Fprintf(out, "  acquired %q on the %s still up (validity %v), then released it\n",
+		key, plural(n-spare, "node"), validity)
 
-	// One more down and no quorum is possible: an outage, said as such.
-	c.down(spare)
-	fmt.Fprintf(out, "\n%d of %d nodes down:\n", spare+1, n)
+	// 3. One more down and no quorum is possible: an outage, said as such.
+	downed = []string{c.down(spare)}
+	fmt.Fprintf(out, "\n%d of %d nodes down%s:\n", spare+1, n, c.how(downed))
 	_, err = locker.TryAcquire(ctx, key)
 	if !errors.Is(err, core.ErrUnavailable) {
 		return fmt.Errorf("with %d of %d nodes down, want core.ErrUnavailable, got %v", spare+1, n, err)
 	}
-	fmt.Fprintln(out, "  refused, as it must be: errors.Is(err, core.ErrUnavailable) == true")
+	fmt.Fprintln(out, "  refused, as it must be: errors.Is(err, core.ErrUnavailable) == true; each node:")
 	var qe *core.QuorumError
 	if errors.As(err, &qe) {
-		for _, r := range qe.Nodes {
-			line := fmt.Sprintf("  node %d %-18s %s", r.Index, r.Node, r.Outcome)
-			if r.Err != nil {
-				line += ": " + r.Err.Error()
-			}
-			fmt.Fprintln(out, line)
-		}
+		printNodes(out, qe)
 	}
+
 	fmt.Fprintln(out, "\nquickstart: all checks passed")
 	return nil
 }
 
-// contend has four workers take the lock twice each; the atomic counter
-// proves no two of them were ever inside at once.
-func contend(ctx context.Context, out io.Writer, locker *core.Locker, key string) error {
-	fmt.Fprintf(out, "4 workers contend for %q:\n", key)
+// contend has the workers take the lock in turn. The counter of workers
+// inside the critical section proves that no two ever held it at once.
+func contend(ctx context.Context, out io.Writer, locker *core.Locker) error {
 	var (
-		inside  atomic.Int32
-		overlap atomic.Bool
-		mu      sync.Mutex // keeps the printed lines whole
+		inside  atomic.Int32 // workers holding the lock right now
+		overlap atomic.Bool  // set if two were ever inside together
+		printMu sync.Mutex   // keeps the printed lines whole
 		wg      sync.WaitGroup
-		errs    = make(chan error, 4)
+		errs    = make(chan error, workers)
 	)
-	for w := 1; w <= 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 2 {
+	for w := 1; w <= workers; w++ {
+		wg.Go(func() {
+			for range rounds {
+				// Acquire retries while another worker holds the key. It
+				// is not a queue: a worker that just released may win again.
 				lock, err := locker.Acquire(ctx, key)
 				if err != nil {
 					errs <- fmt.Errorf("worker %d: %w", w, err)
@@ -198,17 +151,18 @@ func contend(ctx context.Context, out io.Writer, locker *core.Locker, key string
 				if inside.Add(1) > 1 {
 					overlap.Store(true)
 				}
-				mu.Lock()
+				printMu.Lock()
 				fmt.Fprintf(out, "  worker %d holds the lock, validity %v\n", w, lock.Validity().Round(time.Millisecond))
-				mu.Unlock()
+				printMu.Unlock()
 				time.Sleep(2 * time.Millisecond) // the work the lock protects
 				inside.Add(-1)
+
 				if err := lock.Release(ctx); err != nil {
 					errs <- fmt.Errorf("worker %d release: %w", w, err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -218,6 +172,135 @@ func contend(ctx context.Context, out io.Writer, locker *core.Locker, key string
 	if overlap.Load() {
 		return errors.New("two workers held the lock at once")
 	}
-	fmt.Fprintln(out, "  8 acquisitions, never two holders at once")
+	fmt.Fprintf(out, "  %d acquisitions, never two holders at once\n", workers*rounds)
 	return nil
 }
+
+// printNodes writes one line per node of a failed round: what it did and why.
+func printNodes(w io.Writer, qe *core.QuorumError) {
+	for _, r := range qe.Nodes {
+		line := fmt.Sprintf("  node %d %-18s %s", r.Index, r.Node, r.Outcome)
+		if r.Err != nil {
+			line += ": " + r.Err.Error()
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// cluster is the set of nodes the demo runs on, and a way to take one down.
+type cluster struct {
+	embedded []*miniredis.Miniredis // nil when running on REDIS_ADDRS
+	addrs    []string
+	clients  []*redis.Client // one per node; the program closes them
+	nodes    []core.Node
+}
+
+// newCluster starts the embedded servers (when addrs is empty), makes one
+// go-redis client and one node per server, and checks that each answers.
+func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
+	c := &cluster{}
+	fail := func(err error) (*cluster, error) {
+		c.close() // whatever was started so far
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		for range 5 {
+			m, err := miniredis.Run()
+			if err != nil {
+				return fail(fmt.Errorf("starting an embedded server: %w", err))
+			}
+			c.embedded = append(c.embedded, m)
+			addrs = append(addrs, m.Addr())
+		}
+	}
+	c.addrs = addrs
+	for _, addr := range addrs {
+		// ClientOptions sets ContextTimeoutEnabled, which goredis.New
+		// requires, and turns off go-redis's own retries.
+		client := redis.NewClient(goredis.ClientOptions(addr))
+		c.clients = append(c.clients, client)
+		node, err := goredis.New(client)
+		if err != nil {
+			return fail(err)
+		}
+		c.nodes = append(c.nodes, node)
+	}
+	// Fail early, and plainly, on a mistyped address or a server that wants
+	// a password, rather than with a lock error later.
+	for i, client := range c.clients {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := client.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("no answer to PING from the Redis server at %s: %w", addrs[i], err))
+		}
+	}
+	return c, nil
+}
+
+// where says which servers the demo runs on, for the header.
+func (c *cluster) where() string {
+	if c.embedded != nil {
+		return fmt.Sprintf("%d embedded miniredis servers", len(c.embedded))
+	}
+	return fmt.Sprintf("%s from REDIS_ADDRS (%s)", plural(len(c.addrs), "Redis server"), strings.Join(c.addrs, ", "))
+}
+
+// down takes node i down and returns its address.
+func (c *cluster) down(i int) string {
+	if c.embedded != nil {
+		c.embedded[i].Close() // the server stops: connections are refused
+	} else {
+		_ = c.clients[i].Close() // we cannot stop your server: cut our own link
+	}
+	return c.addrs[i]
+}
+
+// how says how the nodes at addrs were taken down, for a section header.
+func (c *cluster) how(addrs []string) string {
+	list := strings.Join(addrs, ", ")
+	switch {
+	case c.embedded != nil:
+		return " (stopped " + list + ")"
+	case len(addrs) == 1:
+		return " (closed our connection to " + list + "; the server keeps running)"
+	default:
+		return " (closed our connections to " + list + "; the servers keep running)"
+	}
+}
+
+// close closes every client, then every embedded server. Closing twice is
+// harmless.
+func (c *cluster) close() {
+	for _, client := range c.clients {
+		_ = client.Close()
+	}
+	for _, m := range c.embedded {
+		m.Close()
+	}
+}
+
+// parseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
+// ignoring blanks. An empty value means: use the embedded servers.
+func parseAddrs(env string) []string {
+	var addrs []string
+	for a := range strings.SplitSeq(env, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// quiet drops go-redis's own log lines about nodes taken down on purpose;
+// the program reports each node's error itself.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
