@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -323,4 +324,74 @@ func TestCancelledBeforeStart(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Positive(t, lock.Validity(), "an interrupted extension does not lose the lock")
 	require.NoError(t, lock.Release(ctx), "release runs even with an ended context")
+}
+
+// failOnce fails its first script call without running it, as a pooled
+// connection to a server that restarted since its last use does.
+type failOnce struct {
+	*memory.Node
+	failed atomic.Bool
+}
+
+var errStale = errors.New("EOF")
+
+func (f *failOnce) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, errStale
+	}
+	return f.Node.EvalSHA(ctx, sha, keys, args)
+}
+
+func (f *failOnce) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, errStale
+	}
+	return f.Node.Eval(ctx, script, keys, args)
+}
+
+// Release and extend are idempotent: a node failure with time left is
+// retried once, so a stale connection does not fail them.
+func TestScriptRetryAfterNodeFailure(t *testing.T) {
+	ctx := t.Context()
+	for _, op := range []string{"release", "extend"} {
+		t.Run(op, func(t *testing.T) {
+			mem := memory.New()
+			node := &failOnce{Node: mem}
+			l, err := core.New([]core.Node{node})
+			require.NoError(t, err)
+			defer l.Close()
+			lock, err := l.TryAcquire(ctx, "k")
+			require.NoError(t, err)
+			if op == "release" {
+				require.NoError(t, lock.Release(ctx))
+				assert.Empty(t, mem.Keys(), "the retried release deleted the key")
+			} else {
+				require.NoError(t, lock.Extend(ctx))
+				assert.Positive(t, lock.Validity())
+			}
+			assert.True(t, node.failed.Load(), "the first call failed")
+		})
+	}
+}
+
+// A retry that does not confirm reports the first failure: the first
+// release may have deleted the key before its reply was lost, so the
+// retry's 0 does not mean that someone else holds the lock.
+func TestScriptRetryKeepsFirstFailure(t *testing.T) {
+	ctx := t.Context()
+	l, nodes := newLocker(t, 1)
+	lock, err := l.TryAcquire(ctx, "k")
+	require.NoError(t, err)
+	before := nodes[0].Calls()
+	nodes[0].DropReplies(true)
+	err = lock.Release(ctx)
+	after := nodes[0].Calls()
+	require.ErrorIs(t, err, core.ErrUnavailable)
+	assert.NotErrorIs(t, err, core.ErrNotHeld)
+	qe := quorumError(t, err)
+	assert.Equal(t, []core.Outcome{core.OutcomeFailed}, outcomes(qe))
+	assert.ErrorIs(t, qe.Nodes[0].Err, memory.ErrReplyLost)
+	assert.Equal(t, 2, after.EvalSHA+after.Eval-before.EvalSHA-before.Eval, "one release and one retry")
+	nodes[0].DropReplies(false)
+	assert.Empty(t, nodes[0].Keys(), "the first attempt did delete the key")
 }

@@ -104,7 +104,26 @@ func (l *Locker) eval(ctx context.Context, i int, s *Script, keys, args []string
 
 // scriptVote runs one of the compare-and-act scripts on node i; they reply
 // 1 when the key held the value and 0 when it did not.
+//
+// A node failure that leaves time on ctx (a refused or reset connection,
+// typically a pooled connection to a server that restarted since it was
+// last used) is retried once at once: both scripts are idempotent, so a
+// second run cannot do harm. Only a "yes" from the retry counts; anything
+// else reports the first failure, because a first attempt whose reply was
+// lost may have acted (a release that deleted the key makes the retry
+// answer 0, which must not read as "someone else holds it").
 func (l *Locker) scriptVote(ctx context.Context, i int, s *Script, keys, args []string) (bool, error) {
+	ok, err := l.scriptVoteOnce(ctx, i, s, keys, args)
+	if err == nil || ctx.Err() != nil || l.nodes[i].Classify(err) != KindNodeFailure {
+		return ok, err
+	}
+	if again, err2 := l.scriptVoteOnce(ctx, i, s, keys, args); err2 == nil && again {
+		return true, nil
+	}
+	return false, err
+}
+
+func (l *Locker) scriptVoteOnce(ctx context.Context, i int, s *Script, keys, args []string) (bool, error) {
 	reply, err := l.eval(ctx, i, s, keys, args)
 	if err != nil {
 		return false, err
