@@ -34,6 +34,23 @@
 // a server 200 times each under the lock, with a read-modify-write that only
 // the lock makes atomic: the final count must be exact.
 //
+// NodeContract also checks that a release sent after a SET whose call was
+// cancelled in flight reaches the server after it: a Locker's clean-up after
+// a round that cancelled its calls depends on it.
+//
+// Cluster runs when the harness's servers are Redis Clusters
+// (ClusterServers; redistest.ClusterHarness starts real 3-master ones):
+// locks on keys over every master, every key of one lock in one hash slot
+// (core.HashSlot checked against CLUSTER KEYSLOT, with hash tags in keys and
+// key prefixes), a master killed while locks are held and taken (the outage
+// error, promptly, and the other masters unaffected), and a master killed in
+// one of three independent clusters (the other two still make a quorum).
+//
+// RunCrossDriver checks that drivers agree on the wire: a lock taken through
+// each driver is held, extended and released correctly through each of the
+// others, on the same servers. redistest.MixedHarness gives Run Lockers whose
+// nodes are of different drivers.
+//
 // Servers are shared by the tests of a run unless a test injects faults, in
 // which case it gets servers of its own; tests isolate themselves by key.
 // After the run, the harness is closed and no goroutine may be left.

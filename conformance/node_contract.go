@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,7 @@ func runNodeContract(t *testing.T, h Harness) {
 		{"ClosedClient", closedClient},
 		{"Keys", keys},
 		{"Concurrent", concurrent},
+		{"CancelledSetThenRelease", cancelledSetThenRelease},
 		{"Names", names},
 	}
 	for _, c := range checks {
@@ -311,6 +313,44 @@ func concurrent(t *testing.T, h Harness) {
 	wg.Wait()
 	assert.Zero(t, errs.Load())
 	assert.Equal(t, int32(1), wins.Load(), "exactly one SET NX may win a key")
+}
+
+// cancelledSetThenRelease checks that a release sent after a SET whose
+// call was cancelled in flight reaches the server after that SET: it is
+// how a Locker cleans up after a round that cancelled its calls (fail-fast
+// does), and a release that overtakes the SET leaves a key that blocks
+// every contender until its TTL runs out. A driver that spreads one
+// client's commands over several connections fails this.
+func cancelledSetThenRelease(t *testing.T, h Harness) {
+	n, s := oneNode(t, h)
+	base := key(t)
+	const rounds = 200
+	for i := range rounds {
+		k := fmt.Sprintf("%s:%d", base, i)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = n.SetNX(ctx, k, "v", time.Minute)
+		}()
+		// Cancel at varying points: before, during and after the call.
+		for range i % 4 {
+			runtime.Gosched()
+		}
+		cancel()
+		<-done
+		_, err := runScript(t.Context(), n, core.ScriptRelease, []string{k}, []string{"v"})
+		require.NoError(t, err)
+	}
+	left := 0
+	for i := range rounds {
+		_, _, found, err := s.Get(t.Context(), 0, fmt.Sprintf("%s:%d", base, i))
+		require.NoError(t, err)
+		if found {
+			left++
+		}
+	}
+	assert.Zero(t, left, "of %d cancelled SETs, %d landed after the release sent after them", rounds, left)
 }
 
 func names(t *testing.T, h Harness) {

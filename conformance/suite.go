@@ -47,6 +47,7 @@ type runConfig struct {
 	strategies []Strategy
 	sizes      []int
 	increments int
+	leakGrace  time.Duration
 }
 
 // WithStrategies restricts the locker properties to the given strategies.
@@ -65,17 +66,30 @@ func WithIncrements(n int) RunOption {
 	return func(c *runConfig) { c.increments = n }
 }
 
+// WithLeakGrace gives goroutines up to d to end after the harness is
+// closed, before the leak check fails the run: for a driver whose clients
+// finish closing in the background after Close returns. Goroutines still
+// running after d are leaks.
+// Default: 3 s, enough for go-redis, whose pools probe a dead server once a
+// second until they are closed.
+func WithLeakGrace(d time.Duration) RunOption {
+	return func(c *runConfig) { c.leakGrace = d }
+}
+
 // Run runs the whole suite against the backend of newHarness:
 //
 //   - NodeContract: each protocol operation of one node, directly;
 //   - Locker/N=<n>/<strategy>: the locker properties over n nodes;
 //   - MutualExclusion/<strategy>: 32 goroutines incrementing a counter held
-//     on a server under the lock, which must end exact.
+//     on a server under the lock, which must end exact;
+//   - Cluster: when the harness's servers are Redis Clusters
+//     (ClusterServers), keys over every master, one slot per lock, and a
+//     master killed mid-run.
 //
 // It checks for leaked goroutines after the harness is closed, so call it
 // from a top-level test that does not run in parallel with others.
 func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
-	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200}
+	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, leakGrace: defaultLeakGrace}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -85,7 +99,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 	require.NotNil(t, h, "conformance: the harness maker returned nil")
 	t.Cleanup(func() {
 		assert.NoError(t, h.Close(), "closing the harness")
-		goleak.VerifyNone(t, ignore)
+		verifyNoLeaks(t, ignore, cfg.leakGrace)
 	})
 
 	// The parallel groups start once this function returns; the serial
@@ -95,6 +109,12 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 		t.Parallel()
 		runNodeContract(t, h)
 	})
+	if _, ok := h.Shared(t, 1).(ClusterServers); ok {
+		t.Run("Cluster", func(t *testing.T) {
+			t.Parallel()
+			runCluster(t, h)
+		})
+	}
 	t.Run("Locker", func(t *testing.T) {
 		t.Parallel()
 		for _, n := range cfg.sizes {
@@ -114,6 +134,18 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 			t.Run(s.Name, func(t *testing.T) { mutualExclusion(t, h, s, 32, cfg.increments) })
 		}
 	})
+}
+
+const defaultLeakGrace = 3 * time.Second
+
+// verifyNoLeaks fails the test if goroutines not ignored are still running
+// once grace has passed; it returns as soon as there are none.
+func verifyNoLeaks(t *testing.T, ignore goleak.Option, grace time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline) && goleak.Find(ignore) != nil; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	goleak.VerifyNone(t, ignore)
 }
 
 // requireNoSkipUnderCI turns skips into failures when CI is set: a missing

@@ -13,7 +13,9 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	conformance.Run(t, func(*testing.T) conformance.Harness { return &harness{} })
+	t.Run("memory/in-process", func(t *testing.T) {
+		conformance.Run(t, func(*testing.T) conformance.Harness { return &harness{} })
+	})
 }
 
 // harness serves memory nodes to the conformance suite. A memory.Node is

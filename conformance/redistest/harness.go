@@ -20,6 +20,15 @@ import (
 // addr, and returns a function that closes what it made (its client).
 type NodeFactory func(addr string) (node core.Node, closeClient func() error, err error)
 
+// ClusterFactory makes a node of the backend under test for the Redis
+// Cluster whose masters are at addrs, and returns a function that closes
+// what it made.
+type ClusterFactory func(addrs []string) (node core.Node, closeClient func() error, err error)
+
+// ClusterMasters is the number of masters of each cluster a ClusterHarness
+// starts.
+const ClusterMasters = 3
+
 // RequireServer fails the test when no redis-server binary is available
 // and CI is set, and skips it otherwise: a missing server must never pass
 // as a green CI run.
@@ -37,82 +46,150 @@ func RequireServer(t testing.TB) {
 // real redis-server processes on free loopback ports, reached through the
 // nodes that factory makes.
 func Harness(factory NodeFactory) conformance.HarnessMaker {
+	return MixedHarness(factory)
+}
+
+// MixedHarness is Harness with nodes of several drivers in one Locker:
+// the node of server i is made by factories[i%len(factories)], so a Locker
+// over three servers has one node of each of three drivers.
+func MixedHarness(factories ...NodeFactory) conformance.HarnessMaker {
 	return func(t *testing.T) conformance.Harness {
 		RequireServer(t)
-		return &harness{factory: factory}
+		if len(factories) == 0 {
+			t.Fatal("redistest: MixedHarness needs at least one factory")
+		}
+		return &harness{
+			start: startSingle,
+			node: func(i int, tg target) (core.Node, func() error, error) {
+				return factories[i%len(factories)](tg.addrs()[0])
+			},
+		}
 	}
+}
+
+// ClusterHarness returns a conformance.HarnessMaker whose every server is
+// a real Redis Cluster of ClusterMasters masters on loopback, reached
+// through the nodes that factory makes. Its servers implement
+// conformance.ClusterServers, so Run adds the Cluster group.
+func ClusterHarness(factory ClusterFactory) conformance.HarnessMaker {
+	return func(t *testing.T) conformance.Harness {
+		RequireServer(t)
+		return &harness{
+			start:   startClusterTarget,
+			node:    func(_ int, tg target) (core.Node, func() error, error) { return factory(tg.addrs()) },
+			cluster: true,
+		}
+	}
+}
+
+// Driver returns the driver named name, reaching the single servers of a
+// Harness or MixedHarness through the nodes that factory makes, for
+// conformance.RunCrossDriver.
+func Driver(name string, factory NodeFactory) conformance.Driver {
+	return conformance.Driver{Name: name, Nodes: func(t *testing.T, s conformance.Servers) []core.Node {
+		return nodesOf(t, s, func(_ int, tg target) (core.Node, func() error, error) { return factory(tg.addrs()[0]) })
+	}}
+}
+
+// ClusterDriver is Driver for the clusters of a ClusterHarness.
+func ClusterDriver(name string, factory ClusterFactory) conformance.Driver {
+	return conformance.Driver{Name: name, Nodes: func(t *testing.T, s conformance.Servers) []core.Node {
+		return nodesOf(t, s, func(_ int, tg target) (core.Node, func() error, error) { return factory(tg.addrs()) })
+	}}
+}
+
+// nodesOf makes one node per server of s with build, closing each when
+// the test ends.
+func nodesOf(t *testing.T, s conformance.Servers, build func(i int, tg target) (core.Node, func() error, error)) []core.Node {
+	t.Helper()
+	nodes := make([]core.Node, s.Len())
+	for i := range nodes {
+		n, closeClient, err := build(i, targetOf(t, s, i))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = closeClient() })
+		nodes[i] = n
+	}
+	return nodes
+}
+
+// target is what stands behind one node: a single server or a cluster.
+type target interface {
+	addrs() []string
+	control() redis.UniversalClient
+	flushScripts(ctx context.Context) error
+	stop() error
+	start(ctx context.Context) error
+	pause() error
+	resume() error
+	close() error
 }
 
 type harness struct {
-	factory NodeFactory
+	start   func(ctx context.Context) (target, error)
+	node    func(i int, tg target) (core.Node, func() error, error)
+	cluster bool
 
 	mu     sync.Mutex
-	shared []*server // started on first use, stopped by Close
-}
-
-// server is a redis-server with a control client that bypasses the
-// backend under test.
-type server struct {
-	*Server
-	control *redis.Client
-}
-
-func startServer(ctx context.Context) (*server, error) {
-	s, err := StartServer(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &server{Server: s, control: redis.NewClient(&redis.Options{
-		Addr:                  s.Addr(),
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		PoolSize:              16,
-	})}, nil
-}
-
-func (s *server) close() error {
-	return errors.Join(s.control.Close(), s.Server.Close())
+	shared []target // started on first use, stopped by Close
 }
 
 func (h *harness) Shared(t *testing.T, n int) conformance.Servers {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for len(h.shared) < n {
-		s, err := startServer(t.Context())
+	if missing := n - len(h.shared); missing > 0 {
+		list, err := h.startAll(t.Context(), missing)
+		h.shared = append(h.shared, list...)
 		require.NoError(t, err)
-		h.shared = append(h.shared, s)
 	}
-	return &servers{h: h, list: h.shared[:n], shared: true}
+	return h.servers(h.shared[:n], true)
 }
 
 func (h *harness) Isolated(t *testing.T, n int) conformance.Servers {
 	t.Helper()
-	list := make([]*server, n)
-	var wg sync.WaitGroup
+	list, err := h.startAll(t.Context(), n)
+	t.Cleanup(func() {
+		for _, tg := range list {
+			_ = tg.close()
+		}
+	})
+	require.NoError(t, err)
+	return h.servers(list, false)
+}
+
+// startAll starts n targets at once; on error it returns those it started.
+func (h *harness) startAll(ctx context.Context, n int) ([]target, error) {
+	list := make([]target, n)
 	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range list {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			list[i], errs[i] = startServer(t.Context())
+			list[i], errs[i] = h.start(ctx)
 		}()
 	}
 	wg.Wait()
-	t.Cleanup(func() {
-		for _, s := range list {
-			if s != nil {
-				_ = s.close()
-			}
+	started := list[:0]
+	for _, tg := range list {
+		if tg != nil {
+			started = append(started, tg)
 		}
-	})
-	require.NoError(t, errors.Join(errs...))
-	return &servers{h: h, list: list}
+	}
+	return started, errors.Join(errs...)
+}
+
+func (h *harness) servers(list []target, shared bool) conformance.Servers {
+	s := &servers{h: h, list: list, shared: shared}
+	if h.cluster {
+		return &clusterServers{s}
+	}
+	return s
 }
 
 func (h *harness) ClosedNode(t *testing.T) core.Node {
-	s := h.Shared(t, 1).(*servers)
-	node, closeClient, err := h.factory(s.list[0].Addr())
+	s := h.Shared(t, 1)
+	node, closeClient, err := h.node(0, targetOf(t, s, 0))
 	require.NoError(t, err)
 	require.NoError(t, closeClient())
 	return node
@@ -122,16 +199,30 @@ func (h *harness) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var errs []error
-	for _, s := range h.shared {
-		errs = append(errs, s.close())
+	for _, tg := range h.shared {
+		errs = append(errs, tg.close())
 	}
 	h.shared = nil
 	return errors.Join(errs...)
 }
 
+// targetOf returns what stands behind server i of s, which must come from
+// a harness of this package.
+func targetOf(t *testing.T, s conformance.Servers, i int) target {
+	t.Helper()
+	switch s := s.(type) {
+	case *servers:
+		return s.list[i]
+	case *clusterServers:
+		return s.list[i]
+	}
+	t.Fatalf("redistest: servers of type %T do not come from a redistest harness", s)
+	return nil
+}
+
 type servers struct {
 	h      *harness
-	list   []*server
+	list   []target
 	shared bool
 }
 
@@ -139,18 +230,11 @@ func (s *servers) Len() int { return len(s.list) }
 
 func (s *servers) Nodes(t *testing.T) []core.Node {
 	t.Helper()
-	nodes := make([]core.Node, len(s.list))
-	for i, srv := range s.list {
-		n, closeClient, err := s.h.factory(srv.Addr())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = closeClient() })
-		nodes[i] = n
-	}
-	return nodes
+	return nodesOf(t, s, s.h.node)
 }
 
 func (s *servers) Get(ctx context.Context, i int, key string) (string, time.Duration, bool, error) {
-	c := s.list[i].control
+	c := s.list[i].control()
 	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -162,7 +246,7 @@ func (s *servers) Get(ctx context.Context, i int, key string) (string, time.Dura
 	case errors.Is(get.Err(), redis.Nil):
 		return "", 0, false, nil
 	case err != nil:
-		return "", 0, false, fmt.Errorf("redistest: GET on %s: %w", s.list[i].Addr(), err)
+		return "", 0, false, fmt.Errorf("redistest: GET on %v: %w", s.list[i].addrs(), err)
 	}
 	ttl := pttl.Val()
 	if ttl < 0 {
@@ -176,8 +260,8 @@ func (s *servers) Set(ctx context.Context, i int, key, value string, ttl time.Du
 	if ttl > 0 {
 		args = append(args, "px", ttl.Milliseconds())
 	}
-	if err := s.list[i].control.Do(ctx, args...).Err(); err != nil {
-		return fmt.Errorf("redistest: SET on %s: %w", s.list[i].Addr(), err)
+	if err := s.list[i].control().Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("redistest: SET on %v: %w", s.list[i].addrs(), err)
 	}
 	return nil
 }
@@ -186,21 +270,126 @@ func (s *servers) FlushScripts(ctx context.Context, i int) error {
 	if s.shared {
 		return conformance.ErrShared
 	}
-	return s.list[i].control.ScriptFlush(ctx).Err()
+	return s.list[i].flushScripts(ctx)
 }
 
-func (s *servers) fault(i int, f func(*Server) error) error {
+func (s *servers) fault(i int, f func(target) error) error {
 	if s.shared {
 		return conformance.ErrShared
 	}
-	return f(s.list[i].Server)
+	return f(s.list[i])
 }
 
-func (s *servers) Stop(i int) error { return s.fault(i, (*Server).Stop) }
+func (s *servers) Stop(i int) error { return s.fault(i, target.stop) }
 
 func (s *servers) Start(i int) error {
-	return s.fault(i, func(srv *Server) error { return srv.Restart(context.Background()) })
+	return s.fault(i, func(tg target) error { return tg.start(context.Background()) })
 }
 
-func (s *servers) Pause(i int) error  { return s.fault(i, (*Server).Pause) }
-func (s *servers) Resume(i int) error { return s.fault(i, (*Server).Resume) }
+func (s *servers) Pause(i int) error  { return s.fault(i, target.pause) }
+func (s *servers) Resume(i int) error { return s.fault(i, target.resume) }
+
+// single is one redis-server with a control client that bypasses the
+// backend under test.
+type single struct {
+	*Server
+	ctl *redis.Client
+}
+
+func startSingle(ctx context.Context) (target, error) {
+	s, err := StartServer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &single{Server: s, ctl: redis.NewClient(&redis.Options{
+		Addr:                  s.Addr(),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		PoolSize:              16,
+	})}, nil
+}
+
+func (s *single) addrs() []string                { return []string{s.Addr()} }
+func (s *single) control() redis.UniversalClient { return s.ctl }
+func (s *single) flushScripts(ctx context.Context) error {
+	return s.ctl.ScriptFlush(ctx).Err()
+}
+func (s *single) stop() error                     { return s.Stop() }
+func (s *single) start(ctx context.Context) error { return s.Restart(ctx) }
+func (s *single) pause() error                    { return s.Pause() }
+func (s *single) resume() error                   { return s.Resume() }
+func (s *single) close() error                    { return errors.Join(s.ctl.Close(), s.Close()) }
+
+// clusterTarget is one Redis Cluster behind one node.
+type clusterTarget struct{ *Cluster }
+
+func startClusterTarget(ctx context.Context) (target, error) {
+	c, err := StartCluster(ctx, ClusterMasters)
+	if err != nil {
+		return nil, err
+	}
+	return clusterTarget{c}, nil
+}
+
+func (c clusterTarget) addrs() []string                { return c.Addrs() }
+func (c clusterTarget) control() redis.UniversalClient { return c.Control() }
+func (c clusterTarget) flushScripts(ctx context.Context) error {
+	return c.each(func(s *Server) error {
+		cl := plainClient(s.Addr())
+		defer cl.Close()
+		return cl.ScriptFlush(ctx).Err()
+	})
+}
+func (c clusterTarget) stop() error                     { return c.Stop() }
+func (c clusterTarget) start(ctx context.Context) error { return c.Restart(ctx) }
+func (c clusterTarget) pause() error                    { return c.Pause() }
+func (c clusterTarget) resume() error                   { return c.Resume() }
+func (c clusterTarget) close() error                    { return c.Close() }
+
+// clusterServers are servers that are each a Redis Cluster.
+type clusterServers struct{ *servers }
+
+var _ conformance.ClusterServers = (*clusterServers)(nil)
+
+func (s *clusterServers) cluster(i int) *Cluster { return s.list[i].(clusterTarget).Cluster }
+
+func (s *clusterServers) Masters() int { return ClusterMasters }
+
+func (s *clusterServers) KeySlot(ctx context.Context, i int, key string) (int, error) {
+	slot, err := s.cluster(i).Control().ClusterKeySlot(ctx, key).Result()
+	return int(slot), err
+}
+
+func (s *clusterServers) MasterOf(ctx context.Context, i int, key string) (int, error) {
+	c := s.cluster(i)
+	slot, err := s.KeySlot(ctx, i, key)
+	if err != nil {
+		return 0, err
+	}
+	shards, err := c.Control().ClusterShards(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if slot < int(r.Start) || slot > int(r.End) {
+				continue
+			}
+			for _, node := range sh.Nodes {
+				for m, srv := range c.Masters() {
+					if node.Role == "master" && int(node.Port) == srv.Port() {
+						return m, nil
+					}
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("redistest: no master of %v serves slot %d", c.Addrs(), slot)
+}
+
+func (s *clusterServers) KillMaster(i, m int) error {
+	if s.shared {
+		return conformance.ErrShared
+	}
+	return s.cluster(i).Masters()[m].Kill()
+}

@@ -1,0 +1,319 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// ClusterServers is implemented by the Servers of a harness whose every
+// server is a Redis Cluster of several masters (one node of the backend
+// reaches one whole cluster). Run detects it and adds the Cluster group.
+// Server-level faults (Stop, Start, Pause, Resume) act on every master of
+// a cluster; KillMaster takes one master down.
+type ClusterServers interface {
+	Servers
+	// Masters is the number of masters of each cluster.
+	Masters() int
+	// KeySlot returns key's hash slot as cluster i computes it
+	// (CLUSTER KEYSLOT).
+	KeySlot(ctx context.Context, i int, key string) (int, error)
+	// MasterOf returns which master of cluster i serves key, numbered from
+	// 0 to Masters()-1, as the cluster reports it.
+	MasterOf(ctx context.Context, i int, key string) (int, error)
+	// KillMaster kills master m of cluster i (SIGKILL); the other masters
+	// keep serving their slots. Isolated servers only.
+	KillMaster(i, m int) error
+}
+
+// runCluster checks what only a Redis Cluster behind a node can get wrong.
+func runCluster(t *testing.T, h Harness) {
+	checks := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"KeysOverEveryMaster", keysOverEveryMaster},
+		{"OneSlotPerLock", oneSlotPerLock},
+		{"KilledMaster", killedMaster},
+		{"KilledMasterInOneOfThree", killedMasterInOneOfThree},
+	}
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, h)
+		})
+	}
+}
+
+func clusterServers(t *testing.T, s Servers) ClusterServers {
+	t.Helper()
+	cs, ok := s.(ClusterServers)
+	require.True(t, ok, "conformance: the harness gave cluster servers once and plain ones now (%T)", s)
+	return cs
+}
+
+// keysByMaster returns, for each master of cluster i, count keys (from
+// base) that it serves.
+func keysByMaster(t *testing.T, s ClusterServers, i int, base string, count int) [][]string {
+	t.Helper()
+	out := make([][]string, s.Masters())
+	full := 0
+	for j := 0; full < len(out); j++ {
+		require.Less(t, j, 1000*count*len(out), "no keys found for every master: %v", out)
+		k := fmt.Sprintf("%s:%d", base, j)
+		m, err := s.MasterOf(t.Context(), i, k)
+		require.NoError(t, err)
+		if len(out[m]) < count {
+			out[m] = append(out[m], k)
+			if len(out[m]) == count {
+				full++
+			}
+		}
+	}
+	return out
+}
+
+// keysOverEveryMaster takes, extends and releases locks whose keys fall on
+// every master, so the node's client must route by slot (following the
+// cluster's map, not one connection).
+func keysOverEveryMaster(t *testing.T, h Harness) {
+	s := clusterServers(t, h.Shared(t, 1))
+	l := newLocker(t, s.Nodes(t), Strategies()[0])
+	ctx := t.Context()
+	for m, ks := range keysByMaster(t, s, 0, key(t), 8) {
+		for _, k := range ks {
+			lock, err := l.TryAcquire(ctx, k)
+			require.NoError(t, err, "key %s on master %d", k, m)
+			assert.Equal(t, []string{lock.Value()}, valuesOf(t, s, k), "key %s on master %d", k, m)
+			require.NoError(t, lock.Extend(ctx), "key %s on master %d", k, m)
+			require.NoError(t, lock.Release(ctx), "key %s on master %d", k, m)
+			assert.Equal(t, []string{""}, valuesOf(t, s, k), "key %s on master %d", k, m)
+		}
+	}
+}
+
+// slotRecorder is a node that records the keys of each call, to check that
+// every call of one lock stays in one hash slot.
+type slotRecorder struct {
+	core.Node
+	mu    sync.Mutex
+	calls [][]string
+}
+
+func (r *slotRecorder) record(keys ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, keys)
+}
+
+func (r *slotRecorder) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	r.record(key)
+	return r.Node.SetNX(ctx, key, value, ttl)
+}
+
+func (r *slotRecorder) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	r.record(keys...)
+	return r.Node.EvalSHA(ctx, sha, keys, args)
+}
+
+func (r *slotRecorder) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	r.record(keys...)
+	return r.Node.Eval(ctx, script, keys, args)
+}
+
+// oneSlotPerLock checks that every key the protocol touches for one lock
+// hashes to one slot, by core's reckoning and by the cluster's, with and
+// without hash tags in the key and in the Locker's key prefix.
+func oneSlotPerLock(t *testing.T, h Harness) {
+	s := clusterServers(t, h.Shared(t, 1))
+	ctx := t.Context()
+	base := key(t)
+	lockKeys := []string{
+		base,
+		"{" + base + "}:tagged",
+		"a{" + base + "}b{c}",
+		"{}" + base,         // an empty tag does not count: the whole key hashes
+		base + "{",          // no closing brace: no tag
+		"}{" + base + "}{x", // the first complete tag counts
+	}
+	for _, prefix := range []string{"", "app:", "{tenant-" + base + "}:"} {
+		rec := &slotRecorder{Node: s.Nodes(t)[0]}
+		l := newLocker(t, []core.Node{rec}, Strategies()[0], core.WithKeyPrefix(prefix))
+		for _, k := range lockKeys {
+			lock, err := l.TryAcquire(ctx, k)
+			require.NoError(t, err, "key %q prefix %q", k, prefix)
+			require.NoError(t, lock.Extend(ctx))
+			require.NoError(t, lock.Release(ctx))
+
+			rec.mu.Lock()
+			calls := rec.calls
+			rec.calls = nil
+			rec.mu.Unlock()
+			require.GreaterOrEqual(t, len(calls), 3, "acquire, extend and release each call the node")
+			want := core.HashSlot(prefix + k)
+			got, err := s.KeySlot(ctx, 0, prefix+k)
+			require.NoError(t, err)
+			require.Equal(t, got, want, "core.HashSlot(%q) disagrees with CLUSTER KEYSLOT", prefix+k)
+			for _, keys := range calls {
+				for _, ck := range keys {
+					assert.Equal(t, want, core.HashSlot(ck), "lock %q touched key %q in another slot", prefix+k, ck)
+				}
+			}
+		}
+	}
+}
+
+// killedMaster kills one master of the cluster behind a Locker's only node
+// while locks are held and acquisitions run: operations on its slots fail
+// with the outage error, promptly; the other masters' keys keep working.
+func killedMaster(t *testing.T, h Harness) {
+	s := clusterServers(t, h.Isolated(t, 1))
+	const tries = 2
+	l := newLocker(t, s.Nodes(t), Strategies()[0], core.WithTries(tries))
+	ctx := t.Context()
+	byMaster := keysByMaster(t, s, 0, key(t), 3)
+	const dead = 0
+	onDead, onLive := byMaster[dead], byMaster[len(byMaster)-1]
+
+	heldDead, err := l.TryAcquire(ctx, onDead[0])
+	require.NoError(t, err)
+	heldLive, err := l.TryAcquire(ctx, onLive[0])
+	require.NoError(t, err)
+
+	// Workers lock and unlock a key of the doomed master and one of a
+	// surviving master until told to stop; the kill lands mid-run.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var deadOK, liveOK, liveAfterKill atomic.Int64
+	var killed atomic.Bool
+	var unexpected sync.Map
+	work := func(k string, ok *atomic.Int64, live bool) {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			lock, err := l.TryAcquire(ctx, k)
+			if err == nil {
+				err = lock.Release(ctx)
+			}
+			switch {
+			case err == nil:
+				ok.Add(1)
+				if live && killed.Load() {
+					liveAfterKill.Add(1)
+				}
+			case !live && errors.Is(err, core.ErrUnavailable):
+			default:
+				unexpected.Store(k, err)
+			}
+		}
+	}
+	wg.Add(2)
+	go work(onDead[1], &deadOK, false)
+	go work(onLive[1], &liveOK, true)
+	waitFor(t, 10*time.Second, "workers running", func() bool { return deadOK.Load() > 0 && liveOK.Load() > 0 })
+
+	require.NoError(t, s.KillMaster(0, dead))
+	killed.Store(true)
+	waitFor(t, 10*time.Second, "the surviving master's key keeps working", func() bool { return liveAfterKill.Load() >= 10 })
+	close(stop)
+	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { wg.Wait(); return nil }), "workers must not hang")
+	unexpected.Range(func(k, err any) bool {
+		t.Errorf("key %v: unexpected error %v", k, err)
+		return true
+	})
+
+	// The held lock on the dead master: extension and release report the
+	// outage, within the node timeout per try.
+	for name, op := range map[string]func(context.Context) error{
+		"Extend":  heldDead.Extend,
+		"Release": heldDead.Release,
+	} {
+		start := time.Now()
+		err := returnsWithin(t, 10*time.Second, func() error { return op(ctx) })
+		require.Error(t, err, "%s of a lock whose master is dead", name)
+		assert.True(t, errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrNotHeld),
+			"%s: want the outage error (or not held, once the lock is known lost): %v", name, err)
+		assert.Less(t, time.Since(start), 2*testNodeTimeout+time.Second, name)
+	}
+	start := time.Now()
+	_, err = returnsWithinLock(t, func() (*core.Lock, error) { return l.Acquire(ctx, onDead[2]) })
+	require.ErrorIs(t, err, core.ErrUnavailable, "a key on the dead master")
+	assert.NotErrorIs(t, err, core.ErrNotAcquired, "an outage is not contention")
+	assert.Less(t, time.Since(start), tries*(2*testNodeTimeout+testRetryMax)+time.Second)
+
+	// The lock on a surviving master is untouched.
+	require.NoError(t, heldLive.Extend(ctx))
+	require.NoError(t, heldLive.Release(ctx))
+	lock, err := l.TryAcquire(ctx, onLive[2])
+	require.NoError(t, err, "a key on a surviving master")
+	require.NoError(t, lock.Release(ctx))
+}
+
+// killedMasterInOneOfThree runs a Locker over three independent clusters
+// and kills the master serving the key in one of them: the other two
+// clusters are a quorum, so the lock is still taken, extended and released.
+// With the key's master dead in a second cluster too, it is an outage.
+func killedMasterInOneOfThree(t *testing.T, h Harness) {
+	s := clusterServers(t, h.Isolated(t, 3))
+	l := newLocker(t, s.Nodes(t), Strategies()[0], core.WithTries(2))
+	ctx, k := t.Context(), key(t)
+	lock, err := l.TryAcquire(ctx, k)
+	require.NoError(t, err)
+
+	m0, err := s.MasterOf(ctx, 0, k)
+	require.NoError(t, err)
+	require.NoError(t, s.KillMaster(0, m0))
+	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { return lock.Extend(ctx) }),
+		"two clusters of three are a quorum")
+	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { return lock.Release(ctx) }))
+
+	lock, err = returnsWithinLock(t, func() (*core.Lock, error) { return l.Acquire(ctx, k) })
+	require.NoError(t, err, "two clusters of three are a quorum")
+	for i := 1; i < 3; i++ {
+		v, _, _, err := s.Get(ctx, i, k)
+		require.NoError(t, err)
+		assert.Equal(t, lock.Value(), v, "cluster %d", i)
+	}
+	require.NoError(t, lock.Release(ctx))
+
+	m1, err := s.MasterOf(ctx, 1, k)
+	require.NoError(t, err)
+	require.NoError(t, s.KillMaster(1, m1))
+	_, err = returnsWithinLock(t, func() (*core.Lock, error) { return l.Acquire(ctx, k) })
+	require.ErrorIs(t, err, core.ErrUnavailable, "one cluster of three cannot make a quorum")
+}
+
+func returnsWithinLock(t *testing.T, fn func() (*core.Lock, error)) (*core.Lock, error) {
+	t.Helper()
+	var lock *core.Lock
+	err := returnsWithin(t, 10*time.Second, func() (err error) {
+		lock, err = fn()
+		return err
+	})
+	return lock, err
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
