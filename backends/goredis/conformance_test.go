@@ -11,10 +11,25 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
+// single builds a node over one server, as a user would.
+func single(addr string) (core.Node, func() error, error) {
+	rdb := redis.NewClient(goredis.ClientOptions(addr))
+	node, err := goredis.New(rdb)
+	return node, rdb.Close, err
+}
+
+// cluster builds a node over one Redis Cluster, as a user would.
+func cluster(addrs []string) (core.Node, func() error, error) {
+	rdb := redis.NewClusterClient(goredis.ClusterOptions(addrs...))
+	node, err := goredis.New(rdb)
+	return node, rdb.Close, err
+}
+
 func TestConformance(t *testing.T) {
-	conformance.Run(t, redistest.Harness(func(addr string) (core.Node, func() error, error) {
-		rdb := redis.NewClient(goredis.ClientOptions(addr))
-		node, err := goredis.New(rdb)
-		return node, rdb.Close, err
-	}))
+	t.Run("goredis/single", func(t *testing.T) {
+		conformance.Run(t, redistest.Harness(single))
+	})
+	t.Run("goredis/cluster", func(t *testing.T) {
+		conformance.Run(t, redistest.ClusterHarness(cluster), conformance.WithSizes(1, 3))
+	})
 }

@@ -42,7 +42,8 @@
 // so each goes to one master. A cluster is one Redlock node, not N: its
 // masters are not independent voters, and a failover can lose a lock that
 // was not yet replicated. For Redlock across clusters, give the Locker
-// several cluster clients.
+// several cluster clients. ClusterOptions gives a cluster client the
+// settings of ClientOptions.
 //
 // # Compliance
 //

@@ -80,10 +80,25 @@ func AllowUnboundedCalls() Option {
 //     five dial attempts 100 ms apart.
 //
 // Adjust the rest (password, TLS, pool size) before passing the options to
-// redis.NewClient. The same settings exist on redis.ClusterOptions.
+// redis.NewClient. ClusterOptions is the same for a Redis Cluster.
 func ClientOptions(addr string) *redis.Options {
 	return &redis.Options{
 		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+	}
+}
+
+// ClusterOptions returns go-redis cluster options suited to a lock node
+// over the Redis Cluster that addrs (any of its masters) belong to, with
+// the settings of ClientOptions. MaxRedirects keeps its default of 3:
+// MOVED and ASK replies are followed (routing, not retries), and within
+// that budget go-redis also tries a failed call again, always inside the
+// node timeout, which the context carries.
+func ClusterOptions(addrs ...string) *redis.ClusterOptions {
+	return &redis.ClusterOptions{
+		Addrs:                 addrs,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialerRetries:         1,
