@@ -1,0 +1,48 @@
+// Package redigo is the quorumlock backend for redigo
+// (github.com/gomodule/redigo).
+//
+//	pool := redigo.NewPool("10.0.0.1:6379")
+//	defer pool.Close()
+//	node, err := redigo.New(pool, redigo.WithName("10.0.0.1:6379"))
+//
+// # Accepted clients
+//
+// New takes a Pool: anything with GetContext, which *redis.Pool has. Each
+// pool is one Redlock node, one independent Redis master: for N masters,
+// make N pools and N nodes. redigo has no Redis Cluster client; use the
+// goredis or rueidis backend for a cluster.
+//
+// A node cannot read the address a pool dials, so its default name is
+// "redigo:" and the pool's pointer. Give each node its address with
+// WithName, so that errors and metrics name the server.
+//
+// # Contexts
+//
+// Every command runs with redis.DoContext on a connection borrowed with
+// GetContext, so the Locker's node timeout bounds waiting for a pooled
+// connection, the command and its reply. Dialling is bounded only when the
+// pool has DialContext: New refuses a *redis.Pool that dials with plain Dial
+// (it would ignore the context) unless given AllowUnboundedDial. NewPool
+// builds a pool with DialContext. A connection must implement
+// redis.ConnWithContext; those of *redis.Pool do.
+//
+// Each operation borrows a connection and returns it when the reply is in.
+// redigo closes a connection whose context ended mid-command, and the pool
+// discards a connection with an error instead of lending it again, so a
+// late reply from a slow node is never read by the next command.
+//
+// # Commands and errors
+//
+// Acquire is SET key value PX ttl NX; the scripts go through EVALSHA and
+// EVAL. Bulk replies ([]byte) become strings, a nil reply a plain result.
+// A NOSCRIPT reply is classified core.KindNoScript, context errors
+// core.KindContext, and every other error (connection refused, I/O
+// timeout, a closed pool, server errors) core.KindNodeFailure. The node
+// never retries and never falls back from EVALSHA to EVAL itself: core does.
+//
+// The node never closes the pool: it belongs to the caller.
+//
+// # Compliance
+//
+// *Node implements core.Node. It implements no optional capability yet.
+package redigo

@@ -1,0 +1,234 @@
+package redigo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// Pool is the part of a redigo pool that a Node uses: *redis.Pool
+// implements it. Connections it returns must implement
+// redis.ConnWithContext (those of *redis.Pool do), so that a context bounds
+// every command.
+type Pool interface {
+	GetContext(ctx context.Context) (redis.Conn, error)
+}
+
+// Node is a quorumlock node over a redigo pool: one independent Redis
+// master. It borrows a connection for each operation and returns it at
+// once; a connection that failed is discarded by the pool, never reused.
+// It never closes the pool.
+type Node struct {
+	pool Pool
+	name string
+}
+
+var _ core.Node = (*Node)(nil)
+
+// Option configures a Node.
+type Option interface {
+	apply(*config)
+	String() string
+}
+
+type config struct {
+	name           string
+	allowUnbounded bool
+}
+
+type option struct {
+	fn   func(*config)
+	name string
+}
+
+func (o option) apply(c *config) { o.fn(c) }
+func (o option) String() string  { return o.name }
+
+// WithName names the node in errors, logs and metrics; core refuses two
+// nodes of one name in a Locker. A Node cannot learn the address a pool
+// dials, so name it whenever one Locker has several redigo nodes.
+// Default: "redigo:" followed by the pool's pointer, unique per pool.
+func WithName(name string) Option {
+	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
+}
+
+// AllowUnboundedDial accepts a *redis.Pool that has Dial but no
+// DialContext. Such a pool dials without the caller's context, so a server
+// that accepts no connection stalls a round for the dial's own timeout (by
+// default the operating system's, often minutes) instead of the Locker's
+// node timeout. Default: off; New refuses such a pool.
+func AllowUnboundedDial() Option {
+	return option{func(c *config) { c.allowUnbounded = true }, "AllowUnboundedDial()"}
+}
+
+// NewPool returns a pool suited to a lock node at addr: it dials with the
+// caller's context (DialContext), so the node timeout bounds connecting
+// too; it keeps up to 64 idle connections (a Locker with keep-alive or many
+// goroutines reuses them rather than dialling) and closes those idle for
+// more than four minutes. Extra dial options (password, TLS, database)
+// are passed to redis.DialContext. Set the remaining fields (MaxActive,
+// Wait) on the result before use; the caller closes the pool.
+func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
+	return &redis.Pool{
+		MaxIdle:     64,
+		IdleTimeout: 4 * time.Minute,
+		DialContext: func(ctx context.Context) (redis.Conn, error) {
+			return redis.DialContext(ctx, "tcp", addr, opts...)
+		},
+	}
+}
+
+// New returns a Node that runs the lock protocol through pool. A
+// *redis.Pool must have DialContext set (see NewPool and
+// AllowUnboundedDial).
+func New(pool Pool, opts ...Option) (*Node, error) {
+	if isNil(pool) {
+		return nil, fmt.Errorf("%w: redigo: pool is nil", core.ErrInvalidArgument)
+	}
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	name := c.name
+	if name == "" {
+		name = fmt.Sprintf("redigo:%p", pool)
+	}
+	if p, ok := pool.(*redis.Pool); ok {
+		switch {
+		case p.Dial == nil && p.DialContext == nil:
+			return nil, fmt.Errorf("%w: redigo: pool %s has neither Dial nor DialContext", core.ErrInvalidArgument, name)
+		case p.DialContext == nil && !c.allowUnbounded:
+			return nil, fmt.Errorf("%w: redigo: pool %s dials with Dial, which ignores contexts, so a server that accepts no connection "+
+				"would stall every round; set DialContext (redigo.NewPool does), or pass redigo.AllowUnboundedDial()",
+				core.ErrInvalidArgument, name)
+		}
+	}
+	return &Node{pool: pool, name: name}, nil
+}
+
+func isNil(p Pool) bool {
+	if p == nil {
+		return true
+	}
+	v := reflect.ValueOf(p)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
+}
+
+// Pool returns the pool the node was built with.
+func (n *Node) Pool() Pool { return n.pool }
+
+// String returns the node's name.
+func (n *Node) String() string { return n.name }
+
+// Close does nothing: the pool belongs to the caller, who closes it.
+func (n *Node) Close() error { return nil }
+
+// do runs one command on a connection borrowed for it. A cancelled context
+// sends nothing. The connection goes back to the pool, which drops it if
+// the command broke it (redigo closes a connection whose context ended
+// mid-command, so no late reply can be read by the next borrower).
+func (n *Node) do(ctx context.Context, cmd string, args ...any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	conn, err := n.pool.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := redis.DoContext(conn, ctx, cmd, args...)
+	if cerr := conn.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return reply, err
+}
+
+// SetNX implements core.Node with SET key value PX ttl NX.
+func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	reply, err := n.do(ctx, "SET", key, value, "PX", ttl.Milliseconds(), "NX")
+	switch {
+	case err != nil:
+		return false, err
+	case reply == nil:
+		return false, nil // NX: the key exists
+	case reply == "OK":
+		return true, nil
+	}
+	return false, fmt.Errorf("redigo: unexpected reply %#v to SET NX", reply)
+}
+
+// EvalSHA implements core.Node.
+func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	return convert(n.do(ctx, "EVALSHA", scriptArgs(sha, keys, args)...))
+}
+
+// Eval implements core.Node.
+func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	return convert(n.do(ctx, "EVAL", scriptArgs(script, keys, args)...))
+}
+
+// Classify implements core.Node: NOSCRIPT replies are core.KindNoScript,
+// context errors core.KindContext, and anything else a node failure.
+func (n *Node) Classify(err error) core.ErrorKind {
+	var re redis.Error
+	switch {
+	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
+		return core.KindNoScript
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return core.KindContext
+	default:
+		return core.KindNodeFailure
+	}
+}
+
+func scriptArgs(script string, keys, args []string) []any {
+	out := make([]any, 0, 2+len(keys)+len(args))
+	out = append(out, script, len(keys))
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	for _, a := range args {
+		out = append(out, a)
+	}
+	return out
+}
+
+// convert turns redigo's reply types into core.Node's: bulk strings arrive
+// as []byte and become strings, arrays are converted element by element.
+// redigo returns a server error reply as a redis.Error value, not as the
+// error: it becomes the error here.
+func convert(reply any, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	switch v := reply.(type) {
+	case []byte:
+		return string(v), nil
+	case redis.Error:
+		return nil, v
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			c, err := convert(e, nil)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return reply, nil
+}
