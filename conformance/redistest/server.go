@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ func Binary() (string, error) {
 	return p, nil
 }
 
-// startTimeout bounds how long a server may take to answer PING after start.
+// startTimeout bounds how long a server may take to answer after start.
 const startTimeout = 15 * time.Second
 
 // Server is one redis-server process on a loopback port, owned by the code
@@ -78,7 +79,8 @@ func WithPort(port int) ServerOption {
 }
 
 // StartServer starts a redis-server on a free loopback port and waits until
-// it answers PING. The process is killed if this process dies.
+// it answers as itself (INFO reports its process id), trying another port
+// when one turns out taken. The process is killed if this process dies.
 func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
@@ -155,8 +157,13 @@ func (s *Server) start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
-		if err := ping(ctx, s.Addr()); err == nil {
-			return nil
+		if pid, err := serverPID(ctx, s.Addr()); err == nil {
+			if pid == cmd.Process.Pid {
+				return nil
+			}
+			_ = cmd.Process.Kill()
+			<-exited
+			return fmt.Errorf("redistest: port %d is taken by another redis-server (pid %d)", s.port, pid)
 		}
 		select {
 		case <-exited:
@@ -164,18 +171,22 @@ func (s *Server) start(ctx context.Context) error {
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			<-exited
-			return fmt.Errorf("redistest: redis-server on port %d did not answer PING within %v: %s", s.port, startTimeout, strings.TrimSpace(out.String()))
+			return fmt.Errorf("redistest: redis-server on port %d did not answer within %v: %s", s.port, startTimeout, strings.TrimSpace(out.String()))
 		case <-time.After(delay):
 		}
 	}
 }
 
-// ping sends PING over a fresh connection and expects +PONG.
-func ping(ctx context.Context, addr string) error {
+// serverPID asks the server at addr for its process id (INFO server) over
+// a fresh connection. Whoever answers on a port may not be the process
+// that was started for it: two servers started at once can be handed the
+// same free port, and the one that loses the bind exits while the other
+// answers.
+func serverPID(ctx context.Context, addr string) (int, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer conn.Close()
 	deadline, ok := ctx.Deadline()
@@ -183,17 +194,28 @@ func ping(ctx context.Context, addr string) error {
 		deadline = time.Now().Add(time.Second)
 	}
 	_ = conn.SetDeadline(deadline)
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
+	if _, err := conn.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("redistest: PING answered %q", strings.TrimSpace(line))
+	n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(head), "$"))
+	if !strings.HasPrefix(head, "$") || err != nil {
+		return 0, fmt.Errorf("redistest: INFO answered %q", strings.TrimSpace(head))
 	}
-	return nil
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("redistest: INFO server has no process_id")
 }
 
 // Addr returns the server's "127.0.0.1:port".
@@ -256,7 +278,7 @@ func (s *Server) signalAndWait(sig syscall.Signal) error {
 }
 
 // Restart starts a stopped or killed server again on the same port, empty,
-// and waits until it answers PING. It stops a running server first.
+// and waits until it answers. It stops a running server first.
 func (s *Server) Restart(ctx context.Context) error {
 	if err := s.Kill(); err != nil {
 		return err
