@@ -28,8 +28,13 @@ type Driver struct {
 // running the protocol's scripts with the lock's value, and A's Lock then
 // knows it is gone. A wrong value sent through B changes nothing.
 //
-// Like Run, it checks for leaked goroutines once the harness is closed.
-func RunCrossDriver(t *testing.T, newHarness HarnessMaker, drivers ...Driver) {
+// Like Run, it checks for leaked goroutines once the harness is closed;
+// of the RunOptions, only WithLeakGrace applies.
+func RunCrossDriver(t *testing.T, newHarness HarnessMaker, drivers []Driver, opts ...RunOption) {
+	cfg := runConfig{leakGrace: defaultLeakGrace}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	requireNoSkipUnderCI(t)
 	require.GreaterOrEqual(t, len(drivers), 2, "conformance: RunCrossDriver needs two drivers or more")
 	ignore := goleak.IgnoreCurrent()
@@ -37,7 +42,7 @@ func RunCrossDriver(t *testing.T, newHarness HarnessMaker, drivers ...Driver) {
 	require.NotNil(t, h, "conformance: the harness maker returned nil")
 	t.Cleanup(func() {
 		assert.NoError(t, h.Close(), "closing the harness")
-		verifyNoLeaks(t, ignore, defaultLeakGrace)
+		verifyNoLeaks(t, ignore, cfg.leakGrace)
 	})
 	h.Shared(t, 3) // start the servers once, before the parallel subtests
 	for _, a := range drivers {

@@ -4,6 +4,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	redistest.QuietRedisLogs()
+	goleak.VerifyTestMain(m)
+}

@@ -393,3 +393,13 @@ func (s *clusterServers) KillMaster(i, m int) error {
 	}
 	return s.cluster(i).Masters()[m].Kill()
 }
+
+// QuietRedisLogs drops the log lines of go-redis (the harness's own
+// driver) for the rest of the process: dial failures of servers that tests
+// stop on purpose. Test failures still say what went wrong. Call it from
+// TestMain.
+func QuietRedisLogs() { redis.SetLogger(quiet{}) }
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,12 @@
+package redistest
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	QuietRedisLogs()
+	goleak.VerifyTestMain(m)
+}
