@@ -6,7 +6,7 @@ PKGS     ?= ./...
 PURE     := ./core/... ./strategies/...
 FORBIDDEN := go-redis|redigo|rueidis|go\.uber\.org/fx|prometheus|opentelemetry
 
-.PHONY: test redis vet staticcheck purity unit quickstart
+.PHONY: test redis vet staticcheck purity unit quickstart bench
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, and every test with the race detector.
@@ -33,3 +33,8 @@ unit:
 ## quickstart: the README's first command.
 quickstart:
 	$(GO) run ./examples/quickstart
+
+## bench: the driver benchmarks against real redis-server processes, with
+## allocations. Not part of test: figures need a quiet machine.
+bench: redis
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...

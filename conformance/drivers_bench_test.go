@@ -1,0 +1,84 @@
+package conformance_test
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
+)
+
+// BenchmarkDrivers measures one acquisition and release (two rounds over
+// three real redis-server processes on loopback) through each driver, from
+// one goroutine (latency) and from many (throughput, with distinct keys so
+// that no round loses to contention).
+//
+//	go test -run '^$' -bench Drivers -benchmem ./conformance/
+func BenchmarkDrivers(b *testing.B) {
+	redistest.RequireServer(b)
+	var addrs []string
+	for range 3 {
+		s, err := redistest.StartServer(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		addrs = append(addrs, s.Addr())
+	}
+	drivers := []struct {
+		name    string
+		factory redistest.NodeFactory
+	}{
+		{"goredis", goredisSingle},
+		{"redigo", redigoSingle},
+		{"rueidis", rueidisSingle},
+	}
+	for _, d := range drivers {
+		nodes := make([]core.Node, len(addrs))
+		for i, a := range addrs {
+			n, closeClient, err := d.factory(a)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = closeClient() })
+			nodes[i] = n
+		}
+		l, err := core.New(nodes, core.WithStrategy(strategies.Parallel()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		var seq atomic.Int64
+		cycle := func(b *testing.B, key string) error {
+			lock, err := l.TryAcquire(b.Context(), key)
+			if err != nil {
+				return err
+			}
+			return lock.Release(b.Context())
+		}
+		b.Run(d.name+"/N=3/parallel/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			key := fmt.Sprintf("bench:%s:serial", d.name)
+			for b.Loop() {
+				if err := cycle(b, key); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(d.name+"/N=3/parallel/concurrent", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(8) // 8 goroutines per CPU
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("bench:%s:%d", d.name, seq.Add(1))
+				for pb.Next() {
+					if err := cycle(b, key); err != nil {
+						b.Error(err) // not Fatal: this is not the benchmark's goroutine
+						return
+					}
+				}
+			})
+		})
+	}
+}
