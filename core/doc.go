@@ -8,9 +8,10 @@
 //	// work while lock.Validity() > 0; lock.Extend(ctx) to keep it longer
 //
 // Nodes come from a backend package: backends/goredis for a go-redis client
-// (single node, failover or Redis Cluster), backends/memory for an
-// in-process node. The Locker runs the protocol; a node only carries
-// commands.
+// (single node, failover or Redis Cluster), backends/redigo for a redigo
+// pool, backends/rueidis for a rueidis client (single node or Redis
+// Cluster), backends/memory for an in-process node. One Locker may mix
+// them. The Locker runs the protocol; a node only carries commands.
 //
 // # The algorithm
 //
@@ -82,7 +83,16 @@
 //     timeout through the context alone.
 //   - Classify errors: NOSCRIPT is KindNoScript (core then resends the script
 //     with EVAL), context errors KindContext, everything else
-//     KindNodeFailure. Never retry inside the node.
+//     KindNodeFailure. Never retry inside the node. (Core itself runs a
+//     release or extend script once more at once after a node failure that
+//     left time on the context, typically a pooled connection to a server
+//     that restarted: both scripts are idempotent, and only a "yes" from
+//     the second run counts.)
+//   - Keep one client's commands in order: a release sent after a SET whose
+//     call was cancelled must reach the server after that SET, or the key
+//     outlives the failed round until its TTL.
+//   - On a Redis Cluster, every key core passes in one call hashes to one
+//     slot (see HashSlot); route by it.
 //   - Give each node a distinct String (its address): core refuses a Locker
 //     whose nodes share a name, as one server counted twice breaks the quorum.
 //   - Close what the node created, never a client the user handed in.
