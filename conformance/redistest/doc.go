@@ -6,6 +6,16 @@
 // Pause (SIGSTOP), Resume (SIGCONT) and Restart act on one process, and
 // Close removes it. A server dies with the test process.
 //
+// StartCluster forms a Redis Cluster of masters (no replicas, slots split
+// evenly, full coverage not required, so a dead master takes down only its
+// own slots) and waits until every master agrees, about two seconds, most
+// of it Redis's own delay before a new master accepts writes.
+//
+// Harness, MixedHarness and ClusterHarness implement the conformance
+// harness over single servers, single servers reached through several
+// drivers, and 3-master clusters; Driver and ClusterDriver give
+// conformance.RunCrossDriver its drivers.
+//
 // The redis-server binary comes from $QUORUMLOCK_REDIS_SERVER or PATH.
 // RequireServer fails the test under CI=true when there is none, and skips
 // it otherwise.
