@@ -109,6 +109,6 @@
 // the standard library. Core imports strategies, and not the other way round,
 // so that New can default to strategies.Parallel without an import cycle;
 // Strategy here is an alias of strategies.Strategy. Core itself imports
-// nothing beyond the standard library and strategies: no driver, no metrics,
-// no tracing.
+// nothing beyond the standard library, strategies and one internal helper
+// of the same kind: no driver, no metrics, no tracing.
 package core

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorumlock/quorumlock/internal/nilness"
 )
 
 // Locker acquires Redlock locks over a fixed set of independent nodes.
@@ -39,7 +40,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	names := make([]string, len(nodes))
 	seen := make(map[string]int, len(nodes))
 	for i, n := range nodes {
-		if isNil(n) {
+		if nilness.IsNil(n) {
 			return nil, invalid("node %d is nil", i)
 		}
 		names[i] = n.String()
@@ -66,19 +67,6 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		closing: make(chan struct{}),
 		held:    make(map[*Lock]struct{}),
 	}, nil
-}
-
-// isNil reports a nil node, including a nil pointer in a non-nil interface,
-// which would otherwise panic on first use.
-func isNil(n Node) bool {
-	if n == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(n); v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // TTL returns the lock time-to-live on the nodes.

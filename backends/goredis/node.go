@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nilness"
 )
 
 // Client is the part of a go-redis client that a Node uses. *redis.Client
@@ -109,7 +109,7 @@ func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 // must have ContextTimeoutEnabled set in its options (see
 // AllowUnboundedCalls), so that the node timeout bounds every call.
 func New(client Client, opts ...Option) (*Node, error) {
-	if isNil(client) {
+	if nilness.IsNil(client) {
 		return nil, fmt.Errorf("%w: goredis: client is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -128,20 +128,6 @@ func New(client Client, opts ...Option) (*Node, error) {
 		name = c.name
 	}
 	return &Node{client: client, name: name}, nil
-}
-
-// isNil reports a nil client, including a nil pointer in a non-nil
-// interface, which would otherwise panic on first use.
-func isNil(client Client) bool {
-	if client == nil {
-		return true
-	}
-	v := reflect.ValueOf(client)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // describe names a client and reports whether its calls honour context

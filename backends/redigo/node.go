@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nilness"
 )
 
 // Pool is the part of a redigo pool that a Node uses: *redis.Pool
@@ -90,7 +90,7 @@ func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
 // *redis.Pool must have DialContext set (see NewPool and
 // AllowUnboundedDial).
 func New(pool Pool, opts ...Option) (*Node, error) {
-	if isNil(pool) {
+	if nilness.IsNil(pool) {
 		return nil, fmt.Errorf("%w: redigo: pool is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -114,18 +114,6 @@ func New(pool Pool, opts ...Option) (*Node, error) {
 		}
 	}
 	return &Node{pool: pool, name: name}, nil
-}
-
-func isNil(p Pool) bool {
-	if p == nil {
-		return true
-	}
-	v := reflect.ValueOf(p)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // Pool returns the pool the node was built with.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nilness"
 )
 
 // Client is the part of a rueidis client that a Node uses. Every
@@ -123,7 +123,7 @@ func ClientOption(addrs ...string) rueidis.ClientOption {
 // knows, sorted ("standalone:127.0.0.1:6379", "cluster:127.0.0.1:7000,..."),
 // when the client can tell them; otherwise the client's type.
 func New(client Client, opts ...Option) (*Node, error) {
-	if isNil(client) {
+	if nilness.IsNil(client) {
 		return nil, fmt.Errorf("%w: rueidis: client is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -137,18 +137,6 @@ func New(client Client, opts ...Option) (*Node, error) {
 		name = describe(client)
 	}
 	return &Node{client: client, name: name, cluster: client.Mode() == rueidis.ClientModeCluster, owned: c.owned}, nil
-}
-
-func isNil(c Client) bool {
-	if c == nil {
-		return true
-	}
-	v := reflect.ValueOf(c)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Func, reflect.Slice, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 func describe(client Client) string {
