@@ -1,7 +1,6 @@
 package conformance_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -16,10 +15,7 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
-func TestMain(m *testing.M) {
-	redistest.QuietRedisLogs()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 func goredisSingle(addr string) (core.Node, func() error, error) {
 	rdb := goredislib.NewClient(goredis.ClientOptions(addr))

@@ -3,12 +3,7 @@ package redigo_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 )
 
-func TestMain(m *testing.M) {
-	redistest.QuietRedisLogs()
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { redistest.Main(m) }

@@ -1,12 +1,5 @@
 package redistest
 
-import (
-	"testing"
+import "testing"
 
-	"go.uber.org/goleak"
-)
-
-func TestMain(m *testing.M) {
-	QuietRedisLogs()
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { Main(m) }
