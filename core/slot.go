@@ -1,5 +1,7 @@
 package core
 
+import "strings"
+
 // SlotCount is the number of hash slots of a Redis Cluster.
 const SlotCount = 16384
 
@@ -10,8 +12,8 @@ const SlotCount = 16384
 // that one cluster master can run the whole operation; the conformance suite
 // checks this against real clusters' CLUSTER KEYSLOT.
 func HashSlot(key string) int {
-	if open := indexByte(key, '{'); open >= 0 {
-		if end := indexByte(key[open+1:], '}'); end > 0 {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
 			key = key[open+1 : open+1+end]
 		}
 	}
@@ -20,15 +22,6 @@ func HashSlot(key string) int {
 		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
 	}
 	return int(crc) % SlotCount
-}
-
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // crc16Table is CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0),
