@@ -159,13 +159,12 @@ func oneSlotPerLock(t *testing.T, h Harness) {
 			rec.calls = nil
 			rec.mu.Unlock()
 			require.GreaterOrEqual(t, len(calls), 3, "acquire, extend and release each call the node")
-			want := core.HashSlot(prefix + k)
-			got, err := s.KeySlot(ctx, 0, prefix+k)
+			server, err := s.KeySlot(ctx, 0, prefix+k)
 			require.NoError(t, err)
-			require.Equal(t, got, want, "core.HashSlot(%q) disagrees with CLUSTER KEYSLOT", prefix+k)
+			require.Equal(t, server, core.HashSlot(prefix+k), "core.HashSlot(%q) disagrees with CLUSTER KEYSLOT", prefix+k)
 			for _, keys := range calls {
 				for _, ck := range keys {
-					assert.Equal(t, want, core.HashSlot(ck), "lock %q touched key %q in another slot", prefix+k, ck)
+					assert.Equal(t, server, core.HashSlot(ck), "lock %q touched key %q in another slot", prefix+k, ck)
 				}
 			}
 		}
@@ -223,11 +222,13 @@ func killedMaster(t *testing.T, h Harness) {
 	wg.Add(2)
 	go work(onDead[1], &deadOK, false)
 	go work(onLive[1], &liveOK, true)
-	waitFor(t, 10*time.Second, "workers running", func() bool { return deadOK.Load() > 0 && liveOK.Load() > 0 })
+	require.Eventually(t, func() bool { return deadOK.Load() > 0 && liveOK.Load() > 0 },
+		10*time.Second, 5*time.Millisecond, "workers running")
 
 	require.NoError(t, s.KillMaster(0, dead))
 	killed.Store(true)
-	waitFor(t, 10*time.Second, "the surviving master's key keeps working", func() bool { return liveAfterKill.Load() >= 10 })
+	require.Eventually(t, func() bool { return liveAfterKill.Load() >= 10 },
+		10*time.Second, 5*time.Millisecond, "the surviving master's key keeps working")
 	close(stop)
 	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { wg.Wait(); return nil }), "workers must not hang")
 	unexpected.Range(func(k, err any) bool {
@@ -304,16 +305,4 @@ func returnsWithinLock(t *testing.T, fn func() (*core.Lock, error)) (*core.Lock,
 		return err
 	})
 	return lock, err
-}
-
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

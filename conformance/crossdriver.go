@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/core"
 )
@@ -31,19 +30,8 @@ type Driver struct {
 // Like Run, it checks for leaked goroutines once the harness is closed;
 // of the RunOptions, only WithLeakGrace applies.
 func RunCrossDriver(t *testing.T, newHarness HarnessMaker, drivers []Driver, opts ...RunOption) {
-	cfg := runConfig{leakGrace: defaultLeakGrace}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	requireNoSkipUnderCI(t)
 	require.GreaterOrEqual(t, len(drivers), 2, "conformance: RunCrossDriver needs two drivers or more")
-	ignore := goleak.IgnoreCurrent()
-	h := newHarness(t)
-	require.NotNil(t, h, "conformance: the harness maker returned nil")
-	t.Cleanup(func() {
-		assert.NoError(t, h.Close(), "closing the harness")
-		verifyNoLeaks(t, ignore, cfg.leakGrace)
-	})
+	h, _ := begin(t, newHarness, opts)
 	h.Shared(t, 3) // start the servers once, before the parallel subtests
 	for _, a := range drivers {
 		for _, b := range drivers {

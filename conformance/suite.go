@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/leakwait"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -89,18 +90,7 @@ func WithLeakGrace(d time.Duration) RunOption {
 // It checks for leaked goroutines after the harness is closed, so call it
 // from a top-level test that does not run in parallel with others.
 func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
-	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, leakGrace: defaultLeakGrace}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	requireNoSkipUnderCI(t)
-	ignore := goleak.IgnoreCurrent()
-	h := newHarness(t)
-	require.NotNil(t, h, "conformance: the harness maker returned nil")
-	t.Cleanup(func() {
-		assert.NoError(t, h.Close(), "closing the harness")
-		verifyNoLeaks(t, ignore, cfg.leakGrace)
-	})
+	h, cfg := begin(t, newHarness, opts)
 
 	// The parallel groups start once this function returns; the serial
 	// MutualExclusion group runs first, alone, because contention tests
@@ -136,16 +126,24 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 	})
 }
 
-const defaultLeakGrace = 3 * time.Second
-
-// verifyNoLeaks fails the test if goroutines not ignored are still running
-// once grace has passed; it returns as soon as there are none.
-func verifyNoLeaks(t *testing.T, ignore goleak.Option, grace time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(grace); time.Now().Before(deadline) && goleak.Find(ignore) != nil; {
-		time.Sleep(50 * time.Millisecond)
+// begin starts a run: it applies opts, makes the harness, and arranges for
+// it to be closed and for goroutines left behind to fail the run.
+func begin(t *testing.T, newHarness HarnessMaker, opts []RunOption) (Harness, runConfig) {
+	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, leakGrace: leakwait.DefaultGrace}
+	for _, o := range opts {
+		o(&cfg)
 	}
-	goleak.VerifyNone(t, ignore)
+	requireNoSkipUnderCI(t)
+	ignore := goleak.IgnoreCurrent()
+	h := newHarness(t)
+	require.NotNil(t, h, "conformance: the harness maker returned nil")
+	t.Cleanup(func() {
+		assert.NoError(t, h.Close(), "closing the harness")
+		if err := leakwait.Find(cfg.leakGrace, ignore); err != nil {
+			t.Error(err)
+		}
+	})
+	return h, cfg
 }
 
 // requireNoSkipUnderCI turns skips into failures when CI is set: a missing

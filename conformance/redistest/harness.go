@@ -11,10 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/leakwait"
 )
 
 // NodeFactory makes a node of the backend under test for the server at
@@ -405,10 +405,6 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// leakGrace is how long Main lets goroutines end after the tests: go-redis
-// pools probe a dead server once a second until they are closed.
-const leakGrace = 3 * time.Second
-
 // Main is a TestMain for packages that test against real servers: it
 // quiets go-redis's logs (QuietRedisLogs), runs the tests, and then fails
 // the run if goroutines started by them are still running after a grace of
@@ -417,11 +413,7 @@ func Main(m *testing.M) {
 	QuietRedisLogs()
 	code := m.Run()
 	if code == 0 {
-		err := goleak.Find()
-		for deadline := time.Now().Add(leakGrace); err != nil && time.Now().Before(deadline); err = goleak.Find() {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err != nil {
+		if err := leakwait.Find(leakwait.DefaultGrace); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
 			code = 1
 		}
