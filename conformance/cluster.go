@@ -28,7 +28,7 @@ type ClusterServers interface {
 	// (CLUSTER KEYSLOT).
 	KeySlot(ctx context.Context, i int, key string) (int, error)
 	// MasterOf returns which master of cluster i serves key, numbered from
-	// 0 to Masters()-1, as the cluster reports it.
+	// 0 to Masters()-1.
 	MasterOf(ctx context.Context, i int, key string) (int, error)
 	// KillMaster kills master m of cluster i (SIGKILL); the other masters
 	// keep serving their slots. Isolated servers only.

@@ -35,7 +35,6 @@ var clusterArgs = []string{
 // order and never move. Its methods are safe for concurrent use.
 type Cluster struct {
 	masters []*Server
-	first   []int // first[m] is the first slot of master m; first[len] = SlotCount
 	control *redis.ClusterClient
 }
 
@@ -46,10 +45,7 @@ func StartCluster(ctx context.Context, masters int, opts ...ServerOption) (*Clus
 	if masters < 1 {
 		return nil, fmt.Errorf("redistest: a cluster needs at least one master, not %d", masters)
 	}
-	c := &Cluster{masters: make([]*Server, masters), first: make([]int, masters+1)}
-	for m := range masters + 1 {
-		c.first[m] = m * core.SlotCount / masters
-	}
+	c := &Cluster{masters: make([]*Server, masters)}
 	errs := make([]error, masters)
 	var wg sync.WaitGroup
 	for m := range masters {
@@ -125,7 +121,7 @@ func (c *Cluster) form(ctx context.Context) error {
 	for m, s := range c.masters {
 		cl := plainClient(s.Addr())
 		args := []any{"cluster", "addslots"}
-		for slot := c.first[m]; slot < c.first[m+1]; slot++ {
+		for slot := c.firstSlot(m); slot < c.firstSlot(m+1); slot++ {
 			args = append(args, slot)
 		}
 		err := cl.Do(ctx, args...).Err()
@@ -143,6 +139,10 @@ func (c *Cluster) form(ctx context.Context) error {
 	return c.WaitHealthy(ctx)
 }
 
+// firstSlot is the first slot of master m's even share; firstSlot(len) is
+// SlotCount.
+func (c *Cluster) firstSlot(m int) int { return m * core.SlotCount / len(c.masters) }
+
 // plainClient returns a client to one server, bypassing cluster routing.
 func plainClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
@@ -154,36 +154,15 @@ func plainClient(addr string) *redis.Client {
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
 	defer cancel()
-	want := map[string]string{
-		"cluster_state":          "ok",
-		"cluster_known_nodes":    strconv.Itoa(len(c.masters)),
-		"cluster_slots_assigned": strconv.Itoa(core.SlotCount),
+	clients := make([]*redis.Client, len(c.masters))
+	for m, s := range c.masters {
+		clients[m] = plainClient(s.Addr())
+		defer clients[m].Close()
 	}
-	var last error
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
-		last = nil
-		for m, s := range c.masters {
-			if !s.Running() {
-				continue
-			}
-			info, err := c.info(ctx, m)
-			if err != nil {
-				last = err
-				break
-			}
-			for k, v := range want {
-				if info[k] != v {
-					last = fmt.Errorf("redistest: cluster master %s reports %s:%s, want %s", s.Addr(), k, info[k], v)
-					break
-				}
-			}
-			if last != nil {
-				break
-			}
-		}
+		last := c.unhealthy(ctx, clients)
 		if last == nil {
-			// Make the control client learn the slot map now.
-			c.control.ReloadState(ctx)
+			c.control.ReloadState(ctx) // learn the slot map now
 			return nil
 		}
 		select {
@@ -194,20 +173,34 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	}
 }
 
-func (c *Cluster) info(ctx context.Context, m int) (map[string]string, error) {
-	cl := plainClient(c.masters[m].Addr())
-	defer cl.Close()
-	text, err := cl.ClusterInfo(ctx).Result()
-	if err != nil {
-		return nil, fmt.Errorf("redistest: CLUSTER INFO on %s: %w", c.masters[m].Addr(), err)
+// unhealthy returns what the first running master reports amiss, or nil.
+func (c *Cluster) unhealthy(ctx context.Context, clients []*redis.Client) error {
+	want := map[string]string{
+		"cluster_state":          "ok",
+		"cluster_known_nodes":    strconv.Itoa(len(c.masters)),
+		"cluster_slots_assigned": strconv.Itoa(core.SlotCount),
 	}
-	out := make(map[string]string)
-	for line := range strings.Lines(text) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			out[k] = v
+	for m, s := range c.masters {
+		if !s.Running() {
+			continue
+		}
+		text, err := clients[m].ClusterInfo(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER INFO on %s: %w", s.Addr(), err)
+		}
+		info := make(map[string]string)
+		for line := range strings.Lines(text) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+				info[k] = v
+			}
+		}
+		for k, v := range want {
+			if info[k] != v {
+				return fmt.Errorf("redistest: cluster master %s reports %s:%s, want %s", s.Addr(), k, info[k], v)
+			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Addrs returns the masters' addresses, in master order.
@@ -227,11 +220,10 @@ func (c *Cluster) Masters() []*Server { return c.masters }
 // bypassing the backend under test. The cluster owns it.
 func (c *Cluster) Control() *redis.ClusterClient { return c.control }
 
-// MasterFor returns the index of the master that serves key's slot.
-func (c *Cluster) MasterFor(key string) int {
-	slot := core.HashSlot(key)
+// MasterOfSlot returns the index of the master that was given slot.
+func (c *Cluster) MasterOfSlot(slot int) int {
 	for m := range c.masters {
-		if slot < c.first[m+1] {
+		if slot < c.firstSlot(m+1) {
 			return m
 		}
 	}

@@ -22,7 +22,7 @@ func TestCluster(t *testing.T) {
 	t.Logf("cluster of 3 masters healthy after %v", time.Since(start))
 	t.Cleanup(func() { assert.NoError(t, c.Close()) })
 
-	// Keys land on the master MasterFor names, at the slot core computes.
+	// Keys land on the master MasterOfSlot names, at the slot core computes.
 	perMaster := make([]int, 3)
 	for i := range 60 {
 		key := fmt.Sprintf("k%d", i)
@@ -30,7 +30,7 @@ func TestCluster(t *testing.T) {
 		slot, err := c.Control().ClusterKeySlot(ctx, key).Result()
 		require.NoError(t, err)
 		assert.Equal(t, int64(core.HashSlot(key)), slot, key)
-		m := c.MasterFor(key)
+		m := c.MasterOfSlot(core.HashSlot(key))
 		perMaster[m]++
 		direct := plainClient(c.Masters()[m].Addr())
 		n, err := direct.Exists(ctx, key).Result()
@@ -57,7 +57,7 @@ func TestCluster(t *testing.T) {
 	for i := range 30 {
 		key := fmt.Sprintf("x%d", i)
 		err := c.Control().Set(context.Background(), key, "v", 0).Err()
-		if c.MasterFor(key) == 0 {
+		if c.MasterOfSlot(core.HashSlot(key)) == 0 {
 			assert.Error(t, err, key)
 		} else {
 			assert.NoError(t, err, key)

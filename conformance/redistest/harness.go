@@ -62,7 +62,7 @@ func MixedHarness(factories ...NodeFactory) conformance.HarnessMaker {
 		return &harness{
 			start: startSingle,
 			node: func(i int, tg target) (core.Node, func() error, error) {
-				return factories[i%len(factories)](tg.addrs()[0])
+				return singleNode(factories[i%len(factories)])(i, tg)
 			},
 		}
 	}
@@ -77,7 +77,7 @@ func ClusterHarness(factory ClusterFactory) conformance.HarnessMaker {
 		RequireServer(t)
 		return &harness{
 			start:   startClusterTarget,
-			node:    func(_ int, tg target) (core.Node, func() error, error) { return factory(tg.addrs()) },
+			node:    clusterNode(factory),
 			cluster: true,
 		}
 	}
@@ -88,20 +88,33 @@ func ClusterHarness(factory ClusterFactory) conformance.HarnessMaker {
 // conformance.RunCrossDriver.
 func Driver(name string, factory NodeFactory) conformance.Driver {
 	return conformance.Driver{Name: name, Nodes: func(t *testing.T, s conformance.Servers) []core.Node {
-		return nodesOf(t, s, func(_ int, tg target) (core.Node, func() error, error) { return factory(tg.addrs()[0]) })
+		return nodesOf(t, s, singleNode(factory))
 	}}
 }
 
 // ClusterDriver is Driver for the clusters of a ClusterHarness.
 func ClusterDriver(name string, factory ClusterFactory) conformance.Driver {
 	return conformance.Driver{Name: name, Nodes: func(t *testing.T, s conformance.Servers) []core.Node {
-		return nodesOf(t, s, func(_ int, tg target) (core.Node, func() error, error) { return factory(tg.addrs()) })
+		return nodesOf(t, s, clusterNode(factory))
 	}}
+}
+
+// nodeFunc makes the node of server i, whose target is tg.
+type nodeFunc func(i int, tg target) (core.Node, func() error, error)
+
+// singleNode adapts a NodeFactory to the targets of single servers.
+func singleNode(f NodeFactory) nodeFunc {
+	return func(_ int, tg target) (core.Node, func() error, error) { return f(tg.addrs()[0]) }
+}
+
+// clusterNode adapts a ClusterFactory to the targets of clusters.
+func clusterNode(f ClusterFactory) nodeFunc {
+	return func(_ int, tg target) (core.Node, func() error, error) { return f(tg.addrs()) }
 }
 
 // nodesOf makes one node per server of s with build, closing each when
 // the test ends.
-func nodesOf(t *testing.T, s conformance.Servers, build func(i int, tg target) (core.Node, func() error, error)) []core.Node {
+func nodesOf(t *testing.T, s conformance.Servers, build nodeFunc) []core.Node {
 	t.Helper()
 	nodes := make([]core.Node, s.Len())
 	for i := range nodes {
@@ -127,7 +140,7 @@ type target interface {
 
 type harness struct {
 	start   func(ctx context.Context) (target, error)
-	node    func(i int, tg target) (core.Node, func() error, error)
+	node    nodeFunc
 	cluster bool
 
 	mu     sync.Mutex
@@ -302,12 +315,7 @@ func startSingle(ctx context.Context) (target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &single{Server: s, ctl: redis.NewClient(&redis.Options{
-		Addr:                  s.Addr(),
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		PoolSize:              16,
-	})}, nil
+	return &single{Server: s, ctl: plainClient(s.Addr())}, nil
 }
 
 func (s *single) addrs() []string                { return []string{s.Addr()} }
@@ -361,31 +369,15 @@ func (s *clusterServers) KeySlot(ctx context.Context, i int, key string) (int, e
 	return int(slot), err
 }
 
+// MasterOf asks the cluster for key's slot and maps it to the master that
+// StartCluster gave it (slots never move; TestCluster checks the mapping
+// against where keys land).
 func (s *clusterServers) MasterOf(ctx context.Context, i int, key string) (int, error) {
-	c := s.cluster(i)
 	slot, err := s.KeySlot(ctx, i, key)
 	if err != nil {
 		return 0, err
 	}
-	shards, err := c.Control().ClusterShards(ctx).Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, sh := range shards {
-		for _, r := range sh.Slots {
-			if slot < int(r.Start) || slot > int(r.End) {
-				continue
-			}
-			for _, node := range sh.Nodes {
-				for m, srv := range c.Masters() {
-					if node.Role == "master" && int(node.Port) == srv.Port() {
-						return m, nil
-					}
-				}
-			}
-		}
-	}
-	return 0, fmt.Errorf("redistest: no master of %v serves slot %d", c.Addrs(), slot)
+	return s.cluster(i).MasterOfSlot(slot), nil
 }
 
 func (s *clusterServers) KillMaster(i, m int) error {
