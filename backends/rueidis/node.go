@@ -204,10 +204,10 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	return reply(n.client.Do(ctx, n.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
 }
 
-// check refuses a call on a context that has ended (nothing is sent), on a
-// node closed with CloseClient, and,
-// on a cluster, keys of different slots: rueidis's command builder panics
-// on those, and no cluster master could run the script anyway.
+// check refuses a call on a context that has ended (nothing is sent), a
+// call on a node closed with CloseClient, and, on a cluster, keys of
+// different slots: rueidis's command builder panics on those, and no
+// cluster master could run the script anyway.
 func (n *Node) check(ctx context.Context, keys []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
