@@ -9,11 +9,15 @@ import "time"
 type Clock interface {
 	Now() time.Time
 	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine once d has passed, unless the
+	// returned Timer is stopped first; its C is nil.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // Timer is the part of *time.Timer that core uses.
 type Timer interface {
-	// C returns the channel on which the timer fires once.
+	// C returns the channel on which the timer fires once (nil for a timer
+	// made by AfterFunc).
 	C() <-chan time.Time
 	// Stop prevents the timer from firing; it reports whether it did.
 	Stop() bool
@@ -27,6 +31,10 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 func (systemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
+	return sysTimer{time.AfterFunc(d, f)}
+}
 
 func (systemClock) String() string { return "system" }
 

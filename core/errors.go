@@ -33,6 +33,13 @@ var (
 	ErrInvalidArgument = errors.New("quorumlock: invalid argument")
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("quorumlock: locker closed")
+	// ErrReleased: the lock was released, by Release or by the Locker's
+	// Close. It is the cause that Lock.Err and a Lock.Context report then.
+	ErrReleased = errors.New("quorumlock: lock released")
+	// ErrMaxHold: the keep-alive machinery stopped extending the lock
+	// because the maximum hold time (WithMaxHold) had passed; it is found
+	// in the cause of a lock lost that way, beside ErrLockLost.
+	ErrMaxHold = errors.New("quorumlock: maximum hold time reached")
 	// ErrNodeTimeout: a node did not answer within the node timeout. It is
 	// found inside a QuorumError's node outcomes.
 	ErrNodeTimeout = errors.New("quorumlock: node timeout")

@@ -2,26 +2,40 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
-// Lock is a held lock: an immutable identity (key and random value) plus the
-// time until which holding it is safe. It is safe for concurrent use;
-// Extend and Release run one at a time. Methods on a nil *Lock return
-// ErrNotHeld.
+// Lock is a held lock: an immutable identity (key and random value), an
+// optional fencing token, and the time until which holding it is safe. It
+// is safe for concurrent use; Extend and Release run one at a time. Methods
+// on a nil *Lock return ErrNotHeld.
+//
+// A lock ends when it is released, when an extension finds it lost, or
+// when its validity runs out; Done and Err report it, and Context derives a
+// context that ends with it. KeepAlive extends it automatically until then.
 type Lock struct {
 	locker *Locker
 	key    string // as given by the user
 	rkey   string // as stored: with the key prefix
 	value  string
+	token  int64
+	taken  time.Time // start of the acquiring round
 
-	op sync.Mutex // serialises Extend and Release
+	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)
 
 	mu       sync.Mutex
 	deadline time.Time // validity ends; zero once released or lost
 	state    lockState
+	cause    error         // why the lock ended; nil while held
+	done     chan struct{} // made on demand; closed when the lock ends
+	hooks    []*endHook    // called when the lock ends
+	timer    Timer         // fires at the deadline while someone watches
+	kept     bool          // in the Locker's keeper
+	keptErr  error         // the keep-alive's last failed extension
+	capped   bool          // the keep-alive stopped at the maximum hold time
 }
 
 type lockState uint8
@@ -31,6 +45,17 @@ const (
 	stateReleased
 	stateLost
 )
+
+// endHook is a function to call with the cause when the lock ends.
+type endHook struct{ fn func(cause error) }
+
+// closedChan is the Done channel of a lock that had ended before anyone
+// asked for it.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Key returns the key the lock was acquired for, without the Locker's key
 // prefix.
@@ -68,11 +93,225 @@ func (k *Lock) Validity() time.Duration {
 	return max(0, deadline.Sub(k.locker.o.clock.Now()))
 }
 
+// Token returns the lock's fencing token when the Locker has fencing on
+// (WithFencing), and 0 otherwise.
+//
+// The token is larger than the token of every acquisition of the same key
+// (and the same key prefix) that completed before this one began, through
+// any Locker over the same nodes, whatever quorum of nodes granted it. Hand
+// it to the storage the lock protects with every write, and have the storage
+// refuse a write whose token is lower than the highest it has seen: a holder
+// that paused past its validity (GC, swap, a slow network) then cannot
+// overwrite the work of the holder after it. Tokens grow but are not
+// consecutive: failed rounds use numbers up.
+//
+// How: each node keeps a counter beside the key (FenceKey, in the key's
+// cluster slot, never expiring). The acquiring script increments it on
+// every node that grants the lock; the token is the largest of the granting
+// nodes' values; and before the lock is handed out, a second step raises
+// the counter to the token on a quorum of nodes (skipped when a quorum
+// already returned it). Any later acquisition needs a quorum, which shares
+// at least one node with that one, whose counter it then takes above the
+// token.
+//
+// The guarantee assumes that no node loses its counter: a node restarted
+// without persistence, or whose data was flushed, forgets it. It holds as
+// long as, of the nodes raised for an acquisition, at least one keeps its
+// counter and takes part in the next quorum; with persistence (AOF, or
+// RDB snapshots taken after the counter changed) on every node, or at most
+// N - quorum nodes losing data between two acquisitions, it always holds.
+// It also assumes that no one else writes the counter keys.
+func (k *Lock) Token() int64 {
+	if k == nil {
+		return 0
+	}
+	return k.token
+}
+
+// Done returns a channel that is closed when the lock ends: released,
+// found lost by an extension, or past its validity. Err then says why.
+// Asking for it arms a timer at the end of the validity; a lock nobody
+// watches costs no timer.
+func (k *Lock) Done() <-chan struct{} {
+	if k == nil {
+		return closedChan
+	}
+	k.mu.Lock()
+	if k.done == nil {
+		if k.state != stateHeld {
+			k.done = closedChan
+		} else {
+			k.done = make(chan struct{})
+			k.armLocked()
+		}
+	}
+	done := k.done
+	k.mu.Unlock()
+	return done
+}
+
+// Err returns nil while the lock is held and valid, and otherwise why it
+// ended: an error matching ErrReleased after Release or the Locker's
+// Close; one matching ErrLockLost after an extension found the lock gone
+// from too many nodes (with the extension's *QuorumError inside), or when
+// its validity ran out (also matching ErrValidityExpired, and ErrUnavailable
+// with the last failed extension when the keep-alive could not reach a
+// quorum, or ErrMaxHold when it stopped at the maximum hold time).
+func (k *Lock) Err() error {
+	if k == nil {
+		return fmt.Errorf("quorumlock: nil lock: %w", ErrNotHeld)
+	}
+	k.mu.Lock()
+	if k.state == stateHeld && !k.locker.o.clock.Now().Before(k.deadline) {
+		cause := k.expiredCauseLocked()
+		k.mu.Unlock()
+		k.finish(stateLost, cause)
+		k.mu.Lock()
+	}
+	cause := k.cause
+	k.mu.Unlock()
+	return cause
+}
+
+// Context returns a copy of parent that is cancelled when the lock ends,
+// with Err as its cause (context.Cause), and a function that detaches it
+// from the lock and cancels it. Call the function when done with the
+// context, as with context.WithCancel.
+func (k *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	if k == nil {
+		cancel(fmt.Errorf("quorumlock: nil lock: %w", ErrNotHeld))
+		return ctx, func() {}
+	}
+	detach := k.onEnd(cancel)
+	return ctx, func() {
+		detach()
+		cancel(context.Canceled)
+	}
+}
+
+// onEnd arranges for fn to be called with the cause when the lock ends (at
+// once if it has), and returns a function that cancels the arrangement.
+func (k *Lock) onEnd(fn func(cause error)) (detach func()) {
+	if cause := k.Err(); cause != nil {
+		fn(cause)
+		return func() {}
+	}
+	h := &endHook{fn: fn}
+	k.mu.Lock()
+	if k.state != stateHeld {
+		cause := k.cause
+		k.mu.Unlock()
+		fn(cause)
+		return func() {}
+	}
+	k.hooks = append(k.hooks, h)
+	k.armLocked()
+	k.mu.Unlock()
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		for i, g := range k.hooks {
+			if g == h {
+				k.hooks = append(k.hooks[:i], k.hooks[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// armLocked starts the deadline timer if none runs; k.mu is held.
+func (k *Lock) armLocked() {
+	if k.timer != nil || k.state != stateHeld {
+		return
+	}
+	k.timer = k.locker.o.clock.AfterFunc(k.deadline.Sub(k.locker.o.clock.Now()), k.deadlinePassed)
+}
+
+// deadlinePassed runs when the deadline timer fires: it ends the lock if
+// its validity is over, and otherwise (an extension moved the deadline)
+// arms the timer again.
+func (k *Lock) deadlinePassed() {
+	k.mu.Lock()
+	k.timer = nil
+	if k.state != stateHeld {
+		k.mu.Unlock()
+		return
+	}
+	if k.locker.o.clock.Now().Before(k.deadline) {
+		k.armLocked()
+		k.mu.Unlock()
+		return
+	}
+	cause := k.expiredCauseLocked()
+	k.mu.Unlock()
+	k.finish(stateLost, cause)
+}
+
+// expiredCauseLocked is the cause of a lock whose validity ran out; k.mu
+// is held.
+func (k *Lock) expiredCauseLocked() error {
+	switch {
+	case k.capped:
+		return fmt.Errorf("quorumlock: lock %q lost: validity ran out after the keep-alive stopped: %w: %w: %w",
+			k.key, ErrLockLost, ErrValidityExpired, ErrMaxHold)
+	case k.keptErr != nil:
+		return fmt.Errorf("quorumlock: lock %q lost: validity ran out before an extension reached a quorum: %w: %w: %w",
+			k.key, ErrLockLost, ErrValidityExpired, k.keptErr)
+	default:
+		return fmt.Errorf("quorumlock: lock %q lost: validity ran out: %w: %w", k.key, ErrLockLost, ErrValidityExpired)
+	}
+}
+
+// finish ends the lock: it records the state and cause, closes Done, runs
+// the hooks and takes the lock out of the keeper. A held lock may become
+// released or lost, and a lost one released (so that a second Release is
+// a no-op); the first cause stays.
+func (k *Lock) finish(s lockState, cause error) {
+	k.mu.Lock()
+	if k.state != stateHeld {
+		if s == stateReleased {
+			k.state = s
+		}
+		k.mu.Unlock()
+		return
+	}
+	k.state, k.cause, k.deadline = s, cause, time.Time{}
+	if k.done != nil {
+		close(k.done)
+	} else {
+		k.done = closedChan
+	}
+	if k.timer != nil {
+		k.timer.Stop()
+		k.timer = nil
+	}
+	hooks, kept := k.hooks, k.kept
+	k.hooks, k.kept = nil, false
+	k.mu.Unlock()
+	for _, h := range hooks {
+		h.fn(cause)
+	}
+	if kept {
+		k.locker.keeper.drop(k)
+	}
+}
+
+// lose ends the lock after an extension found it gone.
+func (k *Lock) lose(qe *QuorumError) {
+	k.finish(stateLost, fmt.Errorf("quorumlock: lock %q lost: %w: %w", k.key, ErrLockLost, qe))
+}
+
 // Release deletes the lock on every node where it still holds this lock's
 // value, whatever the strategy (Redlock rule 6). It runs even if ctx has
 // already ended (a deferred Release after a cancellation must still free
 // the lock), bounded by the node timeout. Releasing twice is harmless: the
-// second call returns nil without touching the nodes.
+// second call returns nil without touching the nodes. Release stops the
+// keep-alive and returns once its goroutine, if this was its last lock,
+// has ended.
 //
 // It returns nil when a quorum of nodes deleted the lock. It returns a
 // *QuorumError matching ErrNotHeld when too few nodes still held it for this
@@ -100,10 +339,12 @@ func (k *Lock) release(ctx context.Context) error {
 	}
 
 	l := k.locker
+	// Stop the keep-alive first, so that no renewal follows the release.
+	k.finish(stateReleased, fmt.Errorf("quorumlock: lock %q: %w", k.key, ErrReleased))
+	l.keeper.idle()
 	rctx, cancel := l.detached(ctx)
-	results := l.releaseAll(rctx, k.rkey, k.value)
+	results := l.releaseAll(rctx, k.rkey, k.value, true)
 	cancel()
-	k.end(stateReleased)
 	l.unregister(k)
 
 	ok, _, failed := tally(results)
@@ -127,9 +368,9 @@ func (k *Lock) release(ctx context.Context) error {
 //
 // A failed Extend returns a *QuorumError. ErrLockLost (the lock is no longer
 // held on enough nodes) and ErrValidityExpired (the validity ran out before
-// or during the round) mean the lock is gone: stop using the resource.
-// ErrUnavailable means too many nodes failed to answer; the lock stays valid
-// for what remains of Validity, and Extend may be tried again.
+// or during the round) mean the lock is gone: stop using the resource; Done
+// is closed. ErrUnavailable means too many nodes failed to answer; the lock
+// stays valid for what remains of Validity, and Extend may be tried again.
 // Extending a released lock returns ErrNotHeld, and extending after the
 // Locker's Close returns ErrClosed.
 func (k *Lock) Extend(ctx context.Context) error {
@@ -159,22 +400,47 @@ func (k *Lock) Extend(ctx context.Context) error {
 		qe.Context = err
 		return qe
 	}
-	ttl := l.o.ttl
 	start := l.o.clock.Now()
 	if !start.Before(deadline) {
-		k.end(stateLost)
 		qe := l.notTried(OpExtend, k.key, ErrValidityExpired)
 		qe.Validity = deadline.Sub(start)
+		k.lose(qe)
 		return qe
 	}
 
-	keys, args := []string{k.rkey}, []string{k.value, millis(ttl)}
+	keys, args := []string{k.rkey}, []string{k.value, millis(l.o.ttl)}
 	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
 		return l.scriptVote(ctx, i, ScriptExtend, keys, args)
 	})
-	end := l.o.clock.Now()
-	newDeadline := start.Add(ttl - l.o.drift())
-	ok, refused, failed := tally(results)
+	if qe := k.settleExtend(start, l.o.clock.Now(), deadline, results); qe != nil {
+		qe.Context = contextError(ctx)
+		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && !k.unavailable(results) {
+			// The caller's context cut the round short: the outcome is
+			// unknown, Reason is nil and Context says why.
+			qe.Reason = nil
+		}
+		return qe
+	}
+	return nil
+}
+
+// unavailable reports whether node failures alone, without cancellations,
+// made a quorum impossible.
+func (k *Lock) unavailable(results []NodeResult) bool {
+	_, _, failed := tally(results)
+	return failed > len(results)-k.locker.o.quorum
+}
+
+// settleExtend applies the outcome of an extending round that ran from
+// start to end while the lock's validity ended at deadline: the new
+// deadline on success, the end of the lock when the round shows it gone.
+// It returns nil on success; otherwise a *QuorumError whose Reason is
+// ErrValidityExpired or ErrLockLost (the lock has ended) or ErrUnavailable
+// (it is still valid until deadline).
+func (k *Lock) settleExtend(start, end, deadline time.Time, results []NodeResult) *QuorumError {
+	l := k.locker
+	newDeadline := start.Add(l.o.ttl - l.o.drift())
+	ok, refused, _ := tally(results)
 	q := l.o.quorum
 	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end)}
 	switch {
@@ -185,33 +451,21 @@ func (k *Lock) Extend(ctx context.Context) error {
 		k.mu.Lock()
 		if k.state == stateHeld {
 			k.deadline = newDeadline
+			k.keptErr = nil
 		}
 		k.mu.Unlock()
 		return nil
 	case ok >= q:
 		// The round finished after the old validity ended: another owner
 		// may have taken the lock in between.
-		k.end(stateLost)
 		qe.Reason = ErrValidityExpired
 		qe.Validity = min(deadline.Sub(end), newDeadline.Sub(end))
+		k.lose(qe)
 	case refused > len(l.nodes)-q:
-		k.end(stateLost)
 		qe.Reason = ErrLockLost
-	case failed > len(l.nodes)-q || ctx.Err() == nil:
+		k.lose(qe)
+	default:
 		qe.Reason = ErrUnavailable
 	}
-	// Otherwise the caller's context cut the round short: the outcome is
-	// unknown, Reason stays nil and Context says why.
-	qe.Context = contextError(ctx)
 	return qe
-}
-
-// end marks the lock released or lost.
-func (k *Lock) end(s lockState) {
-	k.mu.Lock()
-	if k.state == stateHeld || s == stateReleased {
-		k.state = s
-	}
-	k.deadline = time.Time{}
-	k.mu.Unlock()
 }

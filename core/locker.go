@@ -19,6 +19,10 @@ type Locker struct {
 	loaded []atomic.Uint32 // per node: bits of the scripts it has accepted
 	o      options
 
+	keeper *keeper // kept-alive locks
+	hub    *hub    // release-notice subscriptions
+	wake   bool    // WithWakeOnRelease and at least one node is a Watcher
+
 	mu       sync.Mutex
 	closed   bool
 	closing  chan struct{} // closed by Close: wakes Acquire's retry waits
@@ -59,14 +63,21 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	if err := o.validate(len(nodes)); err != nil {
 		return nil, err
 	}
-	return &Locker{
+	l := &Locker{
 		nodes:   append([]Node(nil), nodes...),
 		names:   names,
 		loaded:  make([]atomic.Uint32, len(nodes)),
 		o:       o,
 		closing: make(chan struct{}),
 		held:    make(map[*Lock]struct{}),
-	}, nil
+	}
+	l.keeper, l.hub = newKeeper(l), newHub(l)
+	for _, n := range nodes {
+		if _, ok := n.(Watcher); ok && o.wake {
+			l.wake = true
+		}
+	}
+	return l, nil
 }
 
 // TTL returns the lock time-to-live on the nodes.
@@ -116,7 +127,20 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	defer l.inflight.Done()
 
 	rkey := l.o.keyPrefix + key
+	var fence string
+	if l.o.fencing {
+		var ok bool
+		if fence, ok = FenceKey(rkey); !ok {
+			return nil, invalid("key %q has no hash tag and contains \"}\", so no fencing counter can share its cluster slot (see FenceKey); put the key in a hash tag, such as {%s}", key, key)
+		}
+	}
 	var last *QuorumError
+	var w *watch // the key's release notices, after a round lost to a holder
+	defer func() {
+		if w != nil {
+			l.hub.leave(w)
+		}
+	}()
 	for try := 1; ; try++ {
 		if err := contextError(ctx); err != nil {
 			if last == nil {
@@ -125,7 +149,12 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			last.Context = err
 			return nil, last
 		}
-		lock, qe := l.acquireOnce(ctx, key, rkey)
+		var released <-chan struct{}
+		if w != nil && w.active {
+			// Taken before the round, so that a release during it counts.
+			released = l.hub.next(w)
+		}
+		lock, qe := l.acquireOnce(ctx, key, rkey, fence)
 		if qe == nil {
 			return l.register(lock)
 		}
@@ -134,10 +163,19 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 		if qe.Context != nil || try >= tries {
 			return nil, qe
 		}
+		if w == nil && l.wake && errors.Is(qe.Reason, ErrNotAcquired) {
+			if w = l.hub.join(ctx, rkey); w.active {
+				// The holder may have released before the subscription
+				// began: look once more before waiting for a notice.
+				continue
+			}
+		}
 		delay := max(l.o.retry(try), MinRetryDelay)
 		timer := l.o.clock.NewTimer(delay)
 		select {
 		case <-timer.C():
+		case <-released:
+			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
 		case <-l.closing:
@@ -147,26 +185,93 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	}
 }
 
-// acquireOnce is one round of the Redlock algorithm.
-func (l *Locker) acquireOnce(ctx context.Context, key, rkey string) (*Lock, *QuorumError) {
+// Do runs fn under the lock on key: it acquires the lock as Acquire does,
+// keeps it alive while fn runs (see Lock.KeepAlive), and releases it when
+// fn returns or panics. The context fn receives is cancelled the moment the
+// lock ends (lost, or past its validity), with the lock's Err as its cause
+// (context.Cause); fn must stop using the protected resource then.
+//
+// Do returns Acquire's error if the lock was not taken (fn did not run);
+// otherwise fn's error joined with the lock's: the cause if the lock was
+// lost while fn ran, or Release's error.
+func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
+	if ctx == nil {
+		return invalid("context is nil")
+	}
+	if fn == nil {
+		return invalid("fn is nil")
+	}
+	lock, err := l.Acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := lock.KeepAlive(); err != nil {
+		return errors.Join(err, lock.Release(ctx))
+	}
+	fctx, cancel := lock.Context(ctx)
+	defer func() {
+		cancel()
+		lost := lock.Err()
+		rerr := lock.Release(ctx)
+		if lost != nil {
+			err = errors.Join(err, lost)
+		} else if rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(fctx)
+}
+
+// acquireOnce is one round of the Redlock algorithm, with the fencing
+// step when fence (the counter key) is set.
+func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string) (*Lock, *QuorumError) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
-	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
-		return l.nodes[i].SetNX(ctx, rkey, value, ttl)
-	})
+	var results []NodeResult
+	var token int64
+	var fenceErr *QuorumError
+	if fence == "" {
+		results = l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+		})
+	} else {
+		counters := make([]int64, len(l.nodes))
+		keys, args := []string{rkey, fence}, []string{value, millis(ttl)}
+		results = l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+			reply, err := l.eval(ctx, i, ScriptAcquireFenced, keys, args)
+			if err != nil {
+				return false, err
+			}
+			c, ok := reply.(int64)
+			if !ok && reply != nil {
+				return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, ScriptAcquireFenced.name)
+			}
+			counters[i] = c
+			return c > 0, nil
+		})
+		if ok, _, _ := tally(results); ok >= l.o.quorum {
+			token, fenceErr = l.raiseFence(ctx, key, fence, results, counters)
+		}
+	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	ok, _, failed := tally(results)
-	if ok >= l.o.quorum && validity > 0 {
-		return &Lock{locker: l, key: key, rkey: rkey, value: value, deadline: start.Add(ttl - l.o.drift())}, nil
+	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
+		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}, nil
 	}
 
 	// Redlock rule 5: release every node, including those whose answer was
 	// lost or refused (a driver's own retry can turn a landed SET into a
-	// refusal), and do it even when ctx has ended.
+	// refusal), and do it even when ctx has ended. The keys of a failed
+	// round were never a held lock, so no release notice goes out: it
+	// would only wake the other waiters into another round together.
 	cctx, cancel := l.detached(ctx)
-	l.releaseAll(cctx, rkey, value)
+	l.releaseAll(cctx, rkey, value, false)
 	cancel()
+	if fenceErr != nil {
+		fenceErr.Context = contextError(ctx)
+		return nil, fenceErr
+	}
 
 	qe := &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Nodes: results, Validity: validity, Context: contextError(ctx)}
 	switch {
@@ -259,6 +364,8 @@ func (l *Locker) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	l.keeper.idle()
+	l.hub.close()
 	for i, n := range l.nodes {
 		if err := n.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("quorumlock: closing node %d %s: %w", i, l.names[i], err))

@@ -38,6 +38,11 @@ const (
 	// MinRetryDelay is the floor core puts under any retry delay, so that no
 	// policy can make Acquire spin.
 	MinRetryDelay = time.Millisecond
+	// DefaultKeepAliveDivisor sets the default keep-alive interval: a
+	// kept-alive lock is extended every TTL / DefaultKeepAliveDivisor, so
+	// that about two thirds of its validity are left when the extension
+	// starts, time for several retries if nodes fail.
+	DefaultKeepAliveDivisor = 3
 )
 
 // Option configures a Locker. Options are applied in order by New, which
@@ -59,6 +64,13 @@ type options struct {
 	nodeTimeout time.Duration
 	keyPrefix   string
 	clock       Clock
+
+	keepAlive      time.Duration // 0: TTL / DefaultKeepAliveDivisor
+	keepAliveRetry RetryPolicy   // nil: JitterDelay(TTL/20, TTL/10)
+	keepAliveErr   error         // why KeepAlive cannot work with these options
+	maxHold        time.Duration // 0: no limit
+	fencing        bool
+	wake           bool
 }
 
 func defaultOptions() options {
@@ -70,6 +82,7 @@ func defaultOptions() options {
 		driftFactor: DefaultDriftFactor,
 		nodeTimeout: DefaultNodeTimeout,
 		clock:       SystemClock(),
+		wake:        true,
 	}
 }
 
@@ -157,6 +170,66 @@ func WithClock(c Clock) Option {
 	return optionFunc{func(o *options) { o.clock = c }, "WithClock(...)"}
 }
 
+// WithKeepAlive sets how often a kept-alive lock (Lock.KeepAlive,
+// Locker.Do) is extended: each extension starts this long after the start
+// of the round that last set its validity. Kept-alive locks whose
+// extensions fall due within half an interval of each other are extended
+// together, in one round trip per node when the nodes are Batchers. It
+// must be positive and leave room for a round: interval + node timeout <
+// TTL - drift.
+// Default: TTL / DefaultKeepAliveDivisor (3.33 s for the default TTL).
+func WithKeepAlive(interval time.Duration) Option {
+	return optionFunc{func(o *options) { o.keepAlive = interval }, "WithKeepAlive(" + interval.String() + ")"}
+}
+
+// WithKeepAliveRetry sets the delay before a kept-alive lock's extension
+// is tried again after a failure that leaves the lock valid (too many
+// nodes failed to answer: ErrUnavailable). Retries go on while validity
+// remains; once it runs out, the lock is lost.
+// A nil policy keeps the default.
+// Default: JitterDelay(TTL/20, TTL/10), 0.5-1 s for the default TTL.
+func WithKeepAliveRetry(p RetryPolicy) Option {
+	name := "WithKeepAliveRetry(<nil>)"
+	if p != nil {
+		name = "WithKeepAliveRetry(...)"
+	}
+	return optionFunc{func(o *options) { o.keepAliveRetry = p }, name}
+}
+
+// WithMaxHold bounds how long the keep-alive machinery keeps a lock: no
+// extension starts once d has passed since the lock was acquired, so the
+// lock ends with its validity at most d + TTL after it was taken, and Done
+// fires with a cause matching ErrMaxHold. The Redlock specification asks
+// for this bound for liveness: a holder stuck in a loop must not keep a
+// resource forever. It must not be negative; 0 means no limit.
+// Default: 0, no limit (Do's fn decides how long it holds).
+func WithMaxHold(d time.Duration) Option {
+	return optionFunc{func(o *options) { o.maxHold = d }, "WithMaxHold(" + d.String() + ")"}
+}
+
+// WithFencing turns fencing tokens on: every acquisition returns a number,
+// Lock.Token, that is larger than the token of any earlier acquisition of
+// the same key, so that a storage layer can refuse a write from a stale
+// holder. It costs a script instead of SET NX on acquisition, a counter key
+// per lock key on each node (FenceKey; it never expires), and a second round
+// when the nodes' counters disagree. See Lock.Token for what the token
+// guarantees and assumes.
+// Default: off; Lock.Token returns 0.
+func WithFencing() Option {
+	return optionFunc{func(o *options) { o.fencing = true }, "WithFencing()"}
+}
+
+// WithWakeOnRelease sets whether Acquire, after a round lost to another
+// holder, subscribes to the key's release notices on the nodes that can
+// deliver them (Watcher) and retries as soon as one arrives, instead of
+// sleeping out its retry delay. The retry delay still bounds every wait:
+// it is the fallback for nodes without the capability and for locks that
+// expire instead of being released.
+// Default: on.
+func WithWakeOnRelease(on bool) Option {
+	return optionFunc{func(o *options) { o.wake = on }, "WithWakeOnRelease(" + strconv.FormatBool(on) + ")"}
+}
+
 // drift is the time set aside for clock drift for one TTL.
 func (o *options) drift() time.Duration {
 	return time.Duration(float64(o.ttl)*o.driftFactor) + DriftAllowance
@@ -197,11 +270,32 @@ func (o *options) validate(n int) error {
 	if o.clock == nil {
 		return invalid("clock is nil (WithClock)")
 	}
+	limit := o.ttl - o.drift() - o.nodeTimeout
+	switch {
+	case o.keepAlive < 0:
+		return invalid("keep-alive interval %v must be positive (WithKeepAlive)", o.keepAlive)
+	case o.keepAlive > 0 && o.keepAlive >= limit:
+		return invalid("keep-alive interval %v must be less than TTL - drift - node timeout = %v (WithKeepAlive)", o.keepAlive, limit)
+	case o.keepAlive == 0:
+		// The default must not make New refuse a configuration that never
+		// keeps locks alive; KeepAlive refuses it instead.
+		o.keepAlive = o.ttl / DefaultKeepAliveDivisor
+		if o.keepAlive >= limit {
+			o.keepAliveErr = invalid("TTL %v leaves no room to keep a lock alive: TTL - drift - node timeout = %v must exceed the keep-alive interval %v (WithTTL, WithNodeTimeout, WithKeepAlive)",
+				o.ttl, limit, o.keepAlive)
+		}
+	}
+	if o.keepAliveRetry == nil {
+		o.keepAliveRetry = JitterDelay(o.ttl/20, o.ttl/10)
+	}
+	if o.maxHold < 0 {
+		return invalid("maximum hold time %v must not be negative (WithMaxHold)", o.maxHold)
+	}
 	return nil
 }
 
 // String summarises the effective configuration.
 func (o *options) String() string {
-	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v",
-		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout)
+	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v keep-alive=%v fencing=%t wake=%t",
+		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout, o.keepAlive, o.fencing, o.wake)
 }

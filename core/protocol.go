@@ -17,7 +17,13 @@ import (
 //
 //	acquire  SET key value NX PX ttl
 //	extend   if GET key == value then PEXPIRE key ttl      (ScriptExtend)
-//	release  if GET key == value then DEL key              (ScriptRelease)
+//	release  if GET key == value then DEL key and          (ScriptRelease)
+//	         PUBLISH ReleaseChannel(key) ""
+//
+// With fencing tokens on (WithFencing), acquisition is a script that also
+// increments a counter kept beside the key (ScriptAcquireFenced), and a
+// second step raises the counter to the token on the nodes
+// (ScriptRaiseFence); see Lock.Token.
 //
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT, so a node
 // that restarted or ran SCRIPT FLUSH keeps working; a node that has not yet
@@ -49,10 +55,16 @@ func (s *Script) SHA() string { return s.sha }
 // The scripts of the protocol. Backends that cannot run Lua (such as
 // backends/memory) recognise them by SHA and implement their semantics.
 var (
-	// ScriptRelease deletes KEYS[1] if it holds ARGV[1], and returns the
-	// number of keys deleted (1 or 0).
+	// ScriptRelease deletes KEYS[1] if it holds ARGV[1] and then, when
+	// ARGV[2] is given (core always gives ReleaseChannel of the key),
+	// publishes an empty message on that channel, which wakes the waiters of
+	// a Watcher. It returns the number of keys deleted (1 or 0).
 	ScriptRelease = newScript(1<<0, "release", `if redis.call("get", KEYS[1]) == ARGV[1] then
-	return redis.call("del", KEYS[1])
+	redis.call("del", KEYS[1])
+	if ARGV[2] then
+		redis.call("publish", ARGV[2], "")
+	end
+	return 1
 end
 return 0`)
 
@@ -62,10 +74,53 @@ return 0`)
 	return redis.call("pexpire", KEYS[1], ARGV[2])
 end
 return 0`)
+
+	// ScriptAcquireFenced sets KEYS[1] to ARGV[1] with an expiry of ARGV[2]
+	// milliseconds if it does not exist, as SET NX PX does, and then
+	// increments the counter KEYS[2] and returns its new value; it returns
+	// 0 if the key existed.
+	ScriptAcquireFenced = newScript(1<<2, "acquire-fenced", `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return redis.call("incr", KEYS[2])
+end
+return 0`)
+
+	// ScriptRaiseFence raises the counter KEYS[1] to ARGV[1] if it is
+	// lower (a missing counter counts as 0), and returns 1.
+	ScriptRaiseFence = newScript(1<<3, "raise-fence", `local t = tonumber(ARGV[1])
+if (tonumber(redis.call("get", KEYS[1])) or 0) < t then
+	redis.call("set", KEYS[1], ARGV[1])
+end
+return 1`)
 )
 
 // Scripts returns every script of the protocol.
-func Scripts() []*Script { return []*Script{ScriptRelease, ScriptExtend} }
+func Scripts() []*Script {
+	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence}
+}
+
+// ReleaseChannel is the pub/sub channel on which ScriptRelease announces
+// that it deleted key (the stored key, with the Locker's prefix).
+func ReleaseChannel(key string) string { return "quorumlock:released:" + key }
+
+// FenceSuffix ends the name of the counter that holds a key's fencing
+// tokens; see FenceKey.
+const FenceSuffix = ":fence"
+
+// FenceKey returns the name of the fencing-token counter of key (the stored
+// key), which must hash to the key's Redis Cluster slot so that one script
+// can touch both: the key followed by FenceSuffix when the key has a hash
+// tag ("{user:1}:lock" gives "{user:1}:lock:fence"), and otherwise the key
+// made a hash tag ("orders:42" gives "{orders:42}:fence"). A key with no
+// hash tag that contains "}" cannot be wrapped that way, so it has no
+// counter and ok is false; core then refuses the key when fencing is on.
+func FenceKey(key string) (counter string, ok bool) {
+	if hasHashTag(key) {
+		counter = key + FenceSuffix
+	} else {
+		counter = "{" + key + "}" + FenceSuffix
+	}
+	return counter, HashSlot(counter) == HashSlot(key)
+}
 
 // newValue returns ValueBytes random bytes from crypto/rand, base64url
 // encoded (27 characters): unique per acquisition, so that only its owner
@@ -128,6 +183,12 @@ func (l *Locker) scriptVoteOnce(ctx context.Context, i int, s *Script, keys, arg
 	if err != nil {
 		return false, err
 	}
+	return voteOf(s, reply)
+}
+
+// voteOf reads the reply of a compare-and-act script: 1 is yes, 0 or nil
+// no, anything else an error.
+func voteOf(s *Script, reply any) (bool, error) {
 	switch v := reply.(type) {
 	case int64:
 		if v == 0 || v == 1 {

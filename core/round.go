@@ -85,9 +85,13 @@ func (l *Locker) detached(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
 }
 
-// releaseAll asks every node to delete key if it holds value.
-func (l *Locker) releaseAll(ctx context.Context, key, value string) []NodeResult {
+// releaseAll asks every node to delete key if it holds value, and, with
+// notify, to publish a release notice when it does.
+func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool) []NodeResult {
 	keys, args := []string{key}, []string{value}
+	if notify {
+		args = append(args, ReleaseChannel(key))
+	}
 	return l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		return l.scriptVote(ctx, i, ScriptRelease, keys, args)
 	})

@@ -381,7 +381,8 @@ func TestRule8Retries(t *testing.T) {
 				asked = append(asked, n)
 				return 7 * time.Millisecond
 			}
-			l, nodes := newLocker(t, 3, core.WithTries(4), core.WithRetryDelay(policy))
+			// Release notices would add a round right after subscribing.
+			l, nodes := newLocker(t, 3, core.WithTries(4), core.WithRetryDelay(policy), core.WithWakeOnRelease(false))
 			for _, n := range nodes {
 				n.Set("k", "rival", time.Minute)
 			}
@@ -396,7 +397,7 @@ func TestRule8Retries(t *testing.T) {
 	})
 	t.Run("delay floor", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 1, core.WithTries(5), core.WithRetryDelay(func(int) time.Duration { return -time.Second }))
+			l, nodes := newLocker(t, 1, core.WithTries(5), core.WithRetryDelay(func(int) time.Duration { return -time.Second }), core.WithWakeOnRelease(false))
 			nodes[0].Set("k", "rival", time.Minute)
 			start := time.Now()
 			_, err := l.Acquire(t.Context(), "k")
@@ -420,7 +421,7 @@ func TestRule8Retries(t *testing.T) {
 	})
 	t.Run("deadline while waiting", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithRetryDelay(core.JitterDelay(time.Second, time.Second)))
+			l, nodes := newLocker(t, 3, core.WithRetryDelay(core.JitterDelay(time.Second, time.Second)), core.WithWakeOnRelease(false))
 			for _, n := range nodes {
 				n.Set("k", "rival", time.Minute)
 			}

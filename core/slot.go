@@ -12,16 +12,30 @@ const SlotCount = 16384
 // that one cluster master can run the whole operation; the conformance suite
 // checks this against real clusters' CLUSTER KEYSLOT.
 func HashSlot(key string) int {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
-			key = key[open+1 : open+1+end]
-		}
+	if tag, ok := hashTag(key); ok {
+		key = tag
 	}
 	var crc uint16
 	for i := 0; i < len(key); i++ {
 		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
 	}
 	return int(crc) % SlotCount
+}
+
+// hashTag returns the part of key between the first "{" and the next "}",
+// if that part is not empty.
+func hashTag(key string) (string, bool) {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end], true
+		}
+	}
+	return "", false
+}
+
+func hasHashTag(key string) bool {
+	_, ok := hashTag(key)
+	return ok
 }
 
 // crc16Table is CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0),

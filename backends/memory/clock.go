@@ -50,7 +50,11 @@ func (c *ManualClock) Advance(d time.Duration) {
 	c.timers = pending
 	c.mu.Unlock()
 	for _, t := range due {
-		t.ch <- now
+		if t.fn != nil {
+			go t.fn()
+		} else {
+			t.ch <- now
+		}
 	}
 }
 
@@ -81,9 +85,23 @@ func (c *ManualClock) NewTimer(d time.Duration) core.Timer {
 	return t
 }
 
+// AfterFunc calls f in its own goroutine once the clock has advanced by d.
+func (c *ManualClock) AfterFunc(d time.Duration, f func()) core.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{clock: c, when: c.now.Add(d), fn: f}
+	if d <= 0 {
+		go f()
+		return t
+	}
+	c.timers = append(c.timers, t)
+	return t
+}
+
 type manualTimer struct {
 	clock   *ManualClock
 	when    time.Time
+	fn      func() // AfterFunc's; nil for NewTimer's
 	ch      chan time.Time
 	stopped bool // guarded by clock.mu
 }

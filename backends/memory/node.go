@@ -48,9 +48,16 @@ type Node struct {
 	dropReplies bool
 	calls       Calls
 	writes      int // since the last sweep of expired keys
+	subs        map[string]map[*subscription]struct{}
 }
 
-var _ core.Node = (*Node)(nil)
+var (
+	_ core.Node    = (*Node)(nil)
+	_ core.Batcher = (*Node)(nil)
+	_ core.Watcher = (*Node)(nil)
+)
+
+type subscription struct{ notify func() }
 
 type entry struct {
 	value   string
@@ -59,9 +66,10 @@ type entry struct {
 
 func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Before(e.expires) }
 
-// Calls counts the commands a node has received, faults included.
+// Calls counts the commands a node has received, faults included. A batch
+// counts once in Batches and each of its calls in EvalSHA or Eval.
 type Calls struct {
-	SetNX, EvalSHA, Eval int
+	SetNX, EvalSHA, Eval, Batches, Watches int
 }
 
 // Option configures a Node.
@@ -104,6 +112,7 @@ func New(opts ...Option) *Node {
 		clock:   core.SystemClock(),
 		data:    make(map[string]entry),
 		scripts: make(map[string]struct{}),
+		subs:    make(map[string]map[*subscription]struct{}),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -185,11 +194,14 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 		return nil, err
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if _, ok := n.scripts[sha]; !ok {
+		n.mu.Unlock()
 		return nil, ErrNoScript
 	}
-	return n.run(sha, keys, args)
+	reply, notify, err := n.run(sha, keys, args)
+	n.mu.Unlock()
+	deliver(notify)
+	return reply, err
 }
 
 // Eval implements core.Node for the scripts of the lock protocol, and
@@ -201,13 +213,102 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	sum := sha1.Sum([]byte(script))
 	sha := hex.EncodeToString(sum[:])
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.scripts[sha] = struct{}{}
-	return n.run(sha, keys, args)
+	reply, notify, err := n.run(sha, keys, args)
+	n.mu.Unlock()
+	deliver(notify)
+	return reply, err
 }
 
-// run carries out a protocol script; n.mu is held.
-func (n *Node) run(sha string, keys, args []string) (any, error) {
+// EvalBatch implements core.Batcher: the calls pay the node's faults
+// (latency, pause, stop) once, as one round trip does, and then run in
+// order.
+func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+	if err := n.enter(ctx, func(c *Calls) { c.Batches++ }); err != nil {
+		for i := range calls {
+			calls[i].Reply, calls[i].Err = nil, err
+		}
+		return
+	}
+	var notify []func()
+	n.mu.Lock()
+	for i := range calls {
+		c := &calls[i]
+		sha := c.SHA
+		if c.Source != "" {
+			n.calls.Eval++
+			sum := sha1.Sum([]byte(c.Source))
+			sha = hex.EncodeToString(sum[:])
+			n.scripts[sha] = struct{}{}
+		} else {
+			n.calls.EvalSHA++
+			if _, ok := n.scripts[sha]; !ok {
+				c.Reply, c.Err = nil, ErrNoScript
+				continue
+			}
+		}
+		var more []func()
+		c.Reply, more, c.Err = n.run(sha, c.Keys, c.Args)
+		notify = append(notify, more...)
+	}
+	n.mu.Unlock()
+	deliver(notify)
+}
+
+// Watch implements core.Watcher with in-process subscriptions: a release
+// of a key through this node notifies the watchers of its channel.
+func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+	if err := n.enter(ctx, func(c *Calls) { c.Watches++ }); err != nil {
+		return nil, err
+	}
+	if notify == nil {
+		return nil, fmt.Errorf("%w: memory: Watch with a nil notify", core.ErrInvalidArgument)
+	}
+	s := &subscription{notify: notify}
+	n.mu.Lock()
+	set := n.subs[channel]
+	if set == nil {
+		set = make(map[*subscription]struct{})
+		n.subs[channel] = set
+	}
+	set[s] = struct{}{}
+	n.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			delete(n.subs[channel], s)
+			if len(n.subs[channel]) == 0 {
+				delete(n.subs, channel)
+			}
+		})
+	}, nil
+}
+
+// publish returns the notify functions of channel's watchers; n.mu is held.
+func (n *Node) publish(channel string) []func() {
+	set := n.subs[channel]
+	if len(set) == 0 {
+		return nil
+	}
+	out := make([]func(), 0, len(set))
+	for s := range set {
+		out = append(out, s.notify)
+	}
+	return out
+}
+
+func deliver(notify []func()) {
+	for _, f := range notify {
+		f()
+	}
+}
+
+// run carries out a protocol script; n.mu is held. It returns the notify
+// functions of the watchers a release published to, for the caller to call
+// once n.mu is unlocked.
+func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 	var s *core.Script
 	for _, c := range core.Scripts() {
 		if c.SHA() == sha {
@@ -215,35 +316,86 @@ func (n *Node) run(sha string, keys, args []string) (any, error) {
 		}
 	}
 	if s == nil {
-		return nil, fmt.Errorf("memory: script %s is not one of the lock protocol's", sha)
+		return nil, nil, fmt.Errorf("memory: script %s is not one of the lock protocol's", sha)
 	}
 	now := n.clock.Now()
 	switch s {
 	case core.ScriptRelease:
-		if len(keys) != 1 || len(args) != 1 {
-			return nil, errors.New("ERR release script takes 1 key and 1 argument")
+		if len(keys) != 1 || len(args) < 1 || len(args) > 2 {
+			return nil, nil, errors.New("ERR release script takes 1 key and 1 or 2 arguments")
 		}
 		if e, ok := n.data[keys[0]]; ok && e.live(now) && e.value == args[0] {
 			delete(n.data, keys[0])
-			return int64(1), n.reply()
+			var notify []func()
+			if len(args) == 2 {
+				notify = n.publish(args[1])
+			}
+			return int64(1), notify, n.reply()
 		}
-		return int64(0), n.reply()
+		return int64(0), nil, n.reply()
 	case core.ScriptExtend:
 		if len(keys) != 1 || len(args) != 2 {
-			return nil, errors.New("ERR extend script takes 1 key and 2 arguments")
+			return nil, nil, errors.New("ERR extend script takes 1 key and 2 arguments")
 		}
 		ms, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || ms <= 0 {
-			return nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+			return nil, nil, fmt.Errorf("ERR invalid expire time %q", args[1])
 		}
 		if e, ok := n.data[keys[0]]; ok && e.live(now) && e.value == args[0] {
 			e.expires = now.Add(time.Duration(ms) * time.Millisecond)
 			n.data[keys[0]] = e
-			return int64(1), n.reply()
+			return int64(1), nil, n.reply()
 		}
-		return int64(0), n.reply()
+		return int64(0), nil, n.reply()
+	case core.ScriptAcquireFenced:
+		if len(keys) != 2 || len(args) != 2 {
+			return nil, nil, errors.New("ERR acquire-fenced script takes 2 keys and 2 arguments")
+		}
+		ms, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+		}
+		if e, ok := n.data[keys[0]]; ok && e.live(now) {
+			return int64(0), nil, n.reply()
+		}
+		counter, err := n.counter(keys[1], now)
+		if err != nil {
+			return nil, nil, err
+		}
+		n.data[keys[0]] = entry{value: args[0], expires: now.Add(time.Duration(ms) * time.Millisecond)}
+		n.data[keys[1]] = entry{value: strconv.FormatInt(counter+1, 10)}
+		return counter + 1, nil, n.reply()
+	case core.ScriptRaiseFence:
+		if len(keys) != 1 || len(args) != 1 {
+			return nil, nil, errors.New("ERR raise-fence script takes 1 key and 1 argument")
+		}
+		target, err := strconv.ParseInt(args[0], 10, 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ERR raise-fence: %q is not an integer", args[0])
+		}
+		counter, err := n.counter(keys[0], now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if counter < target {
+			n.data[keys[0]] = entry{value: args[0]}
+		}
+		return int64(1), nil, n.reply()
 	}
-	return nil, fmt.Errorf("memory: script %q has no implementation", s.Name())
+	return nil, nil, fmt.Errorf("memory: script %q has no implementation", s.Name())
+}
+
+// counter reads an integer key, 0 when missing; n.mu is held.
+func (n *Node) counter(key string, now time.Time) (int64, error) {
+	e, ok := n.data[key]
+	if !ok || !e.live(now) {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(e.value, 10, 64)
+	if err != nil {
+		return 0, errors.New("ERR value is not an integer or out of range")
+	}
+	return v, nil
 }
 
 // sweepEvery is how many writes pass between two sweeps of expired keys,

@@ -1,0 +1,389 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// This file is the keep-alive machinery: one goroutine per Locker, running
+// only while the Locker has kept-alive locks, extends every lock that falls
+// due, all due locks together. On a node that is a Batcher the extensions
+// of one tick go out in one round trip; on any other node they go one by
+// one, a few at a time. Each lock's votes are then counted exactly as
+// Extend counts them (settleExtend).
+
+// batchCallAllowance is the time a batch is given per call on top of the
+// node timeout: a node runs a few hundred thousand short scripts a second,
+// so 10,000 renewals take tens of milliseconds.
+const batchCallAllowance = 20 * time.Microsecond
+
+// fallbackWorkers is how many calls run at once on a node that is not a
+// Batcher.
+const fallbackWorkers = 8
+
+// keeper holds a Locker's kept-alive locks and runs their renewals.
+type keeper struct {
+	l *Locker
+
+	mu      sync.Mutex
+	locks   map[*Lock]*keptLock
+	running bool
+	exited  chan struct{} // closed when the running goroutine ends
+	wake    chan struct{} // a lock was added or dropped
+}
+
+// keptLock is the keeper's record of one lock.
+type keptLock struct {
+	due      time.Time // when the next extension starts
+	failures int       // extensions failed in a row
+}
+
+func newKeeper(l *Locker) *keeper {
+	return &keeper{l: l, locks: make(map[*Lock]*keptLock), wake: make(chan struct{}, 1)}
+}
+
+// KeepAlive starts extending the lock automatically, on the nodes of a
+// quorum, until it is released or lost or the Locker is closed. Each
+// extension starts one keep-alive interval (WithKeepAlive; TTL/3 by
+// default) after the start of the round that last set the validity, and is
+// counted as Extend counts it. When too many nodes fail to answer, it is
+// tried again (WithKeepAliveRetry) while validity remains; when the validity
+// runs out first, or an extension finds the lock gone, the lock is lost:
+// Done is closed and Err says why. With WithMaxHold, no extension starts
+// after the maximum hold time. Renewals skip a lock while its own Extend or
+// Release runs.
+//
+// KeepAlive returns ErrNotHeld for a released lock, the lock's Err for a
+// lost one, ErrClosed after the Locker's Close, and ErrInvalidArgument when
+// the TTL leaves no room for a keep-alive interval. Calling it again is a
+// no-op.
+func (k *Lock) KeepAlive() error {
+	if k == nil {
+		return fmt.Errorf("quorumlock: keep-alive of a nil lock: %w", ErrNotHeld)
+	}
+	l := k.locker
+	if l.o.keepAliveErr != nil {
+		return l.o.keepAliveErr
+	}
+	if err := k.Err(); err != nil {
+		if errors.Is(err, ErrReleased) {
+			if l.isClosed() {
+				return l.closedError(OpExtend, k.key)
+			}
+			return fmt.Errorf("quorumlock: keep-alive of %q: already released: %w", k.key, ErrNotHeld)
+		}
+		return err
+	}
+	k.mu.Lock()
+	if k.kept || k.state != stateHeld {
+		k.mu.Unlock()
+		return nil
+	}
+	k.kept = true
+	k.armLocked()
+	due := k.deadline.Add(-(l.o.ttl - l.o.drift())).Add(l.o.keepAlive)
+	k.mu.Unlock()
+	if err := l.keeper.add(k, due); err != nil {
+		k.mu.Lock()
+		k.kept = false
+		k.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// add starts keeping k alive, its first extension due at due.
+func (kp *keeper) add(k *Lock, due time.Time) error {
+	if kp.l.isClosed() {
+		return kp.l.closedError(OpExtend, k.key)
+	}
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	kp.locks[k] = &keptLock{due: due}
+	if !kp.running {
+		kp.running = true
+		kp.exited = make(chan struct{})
+		go kp.run(kp.exited)
+		return nil
+	}
+	kp.signal()
+	return nil
+}
+
+// drop stops keeping k alive.
+func (kp *keeper) drop(k *Lock) {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	if _, ok := kp.locks[k]; ok {
+		delete(kp.locks, k)
+		kp.signal()
+	}
+}
+
+// signal wakes the goroutine; kp.mu is held.
+func (kp *keeper) signal() {
+	select {
+	case kp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// idle returns once the goroutine has ended, if no lock is kept alive:
+// after the last kept-alive lock's Release, no keep-alive goroutine is
+// left. It must not be called from the keeper's own goroutine.
+func (kp *keeper) idle() {
+	kp.mu.Lock()
+	if len(kp.locks) > 0 || !kp.running {
+		kp.mu.Unlock()
+		return
+	}
+	exited := kp.exited
+	kp.signal()
+	kp.mu.Unlock()
+	<-exited
+}
+
+// count returns how many locks are kept alive.
+func (kp *keeper) count() int {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	return len(kp.locks)
+}
+
+// run is the keeper's goroutine: it renews what is due, sleeps until the
+// next lock falls due, and ends when no lock is left.
+func (kp *keeper) run(exited chan struct{}) {
+	defer close(exited)
+	l := kp.l
+	slack := l.o.keepAlive / 2
+	for {
+		kp.mu.Lock()
+		if len(kp.locks) == 0 {
+			kp.running = false
+			kp.mu.Unlock()
+			return
+		}
+		now := l.o.clock.Now()
+		horizon := now.Add(slack)
+		var batch []*Lock
+		var next time.Time
+		for k, e := range kp.locks {
+			switch {
+			case !e.due.After(horizon):
+				batch = append(batch, k)
+			case next.IsZero() || e.due.Before(next):
+				next = e.due
+			}
+		}
+		kp.mu.Unlock()
+
+		select {
+		case <-l.closing:
+			// Close releases every lock, which empties the keeper.
+			<-kp.wake
+			continue
+		default:
+		}
+		if len(batch) > 0 {
+			kp.renew(batch)
+			continue
+		}
+		timer := l.o.clock.NewTimer(next.Sub(now))
+		select {
+		case <-timer.C():
+		case <-kp.wake:
+			timer.Stop()
+		case <-l.closing:
+			timer.Stop()
+		}
+	}
+}
+
+// renew extends the due locks of one tick together.
+func (kp *keeper) renew(batch []*Lock) {
+	l := kp.l
+	now := l.o.clock.Now()
+	locks := batch[:0]
+	var deadlines []time.Time
+	for _, k := range batch {
+		if !k.op.TryLock() {
+			// Its Extend or Release is running; look again shortly.
+			kp.postpone(k, now.Add(l.o.nodeTimeout))
+			continue
+		}
+		k.mu.Lock()
+		held, deadline := k.state == stateHeld, k.deadline
+		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
+		if capped {
+			k.capped, k.kept = true, false
+		}
+		k.mu.Unlock()
+		if capped {
+			kp.drop(k)
+		}
+		if !held || capped {
+			k.op.Unlock()
+			continue
+		}
+		locks = append(locks, k)
+		deadlines = append(deadlines, deadline)
+	}
+	if len(locks) == 0 {
+		return
+	}
+
+	timeout := l.o.nodeTimeout + time.Duration(len(locks))*batchCallAllowance
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	start := l.o.clock.Now()
+	results := l.extendAll(ctx, locks, timeout)
+	end := l.o.clock.Now()
+	cancel()
+
+	for i, k := range locks {
+		qe := k.settleExtend(start, end, deadlines[i], results[i])
+		kp.mu.Lock()
+		if e := kp.locks[k]; e != nil {
+			if qe == nil {
+				e.due, e.failures = start.Add(l.o.keepAlive), 0
+			} else {
+				e.failures++
+				e.due = end.Add(max(l.o.keepAliveRetry(e.failures), MinRetryDelay))
+			}
+		}
+		kp.mu.Unlock()
+		if qe != nil && errors.Is(qe.Reason, ErrUnavailable) {
+			k.mu.Lock()
+			k.keptErr = qe
+			k.mu.Unlock()
+		}
+		k.op.Unlock()
+	}
+}
+
+func (kp *keeper) postpone(k *Lock, due time.Time) {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	if e := kp.locks[k]; e != nil {
+		e.due = due
+	}
+}
+
+// extendAll runs the extend script for every lock on every node, the
+// nodes in parallel, and returns each lock's results in node order.
+func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Duration) [][]NodeResult {
+	n := len(l.nodes)
+	flat := make([]NodeResult, len(locks)*n)
+	out := make([][]NodeResult, len(locks))
+	for i := range out {
+		out[i] = flat[i*n : (i+1)*n : (i+1)*n]
+	}
+	ttl := millis(l.o.ttl)
+	var wg sync.WaitGroup
+	for j := range l.nodes {
+		wg.Go(func() {
+			start := l.o.clock.Now()
+			votes := make([]vote, len(locks))
+			if b, ok := l.nodes[j].(Batcher); ok {
+				l.extendBatched(ctx, j, b, locks, ttl, votes)
+			} else {
+				l.extendEach(ctx, j, locks, ttl, votes)
+			}
+			latency := l.o.clock.Now().Sub(start)
+			for i := range locks {
+				out[i][j] = l.outcome(ctx, j, votes[i], latency, timeout)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// vote is one node's answer to one call.
+type vote struct {
+	ok  bool
+	err error
+}
+
+// outcome turns a vote of node i, in a call bounded by ctx (the node
+// timeout), into a NodeResult.
+func (l *Locker) outcome(ctx context.Context, i int, v vote, latency, timeout time.Duration) NodeResult {
+	r := NodeResult{Index: i, Node: l.names[i], Latency: latency}
+	node := l.nodes[i]
+	switch {
+	case v.err == nil && v.ok:
+		r.Outcome = OutcomeOK
+	case v.err == nil:
+		r.Outcome = OutcomeRefused
+	case ctx.Err() != nil || node.Classify(v.err) == KindContext:
+		r.Outcome, r.Err = OutcomeFailed, timeoutError(timeout, node, v.err)
+	default:
+		r.Outcome, r.Err = OutcomeFailed, v.err
+	}
+	return r
+}
+
+// extendBatched sends the extensions to node i in one batch, by SHA once
+// the node has the script, and again by source for the calls that met
+// NOSCRIPT.
+func (l *Locker) extendBatched(ctx context.Context, i int, b Batcher, locks []*Lock, ttl string, votes []vote) {
+	s := ScriptExtend
+	byHash := l.loaded[i].Load()&s.bit != 0
+	calls := make([]Call, len(locks))
+	for j, k := range locks {
+		calls[j] = Call{Keys: []string{k.rkey}, Args: []string{k.value, ttl}}
+		if byHash {
+			calls[j].SHA = s.sha
+		} else {
+			calls[j].Source = s.source
+		}
+	}
+	b.EvalBatch(ctx, calls)
+	var missing []int
+	node := l.nodes[i]
+	for j := range calls {
+		if calls[j].Err != nil && node.Classify(calls[j].Err) == KindNoScript {
+			missing = append(missing, j)
+		}
+	}
+	if len(missing) > 0 {
+		l.loaded[i].And(^s.bit)
+		again := make([]Call, len(missing))
+		for x, j := range missing {
+			again[x] = Call{Source: s.source, Keys: calls[j].Keys, Args: calls[j].Args}
+		}
+		b.EvalBatch(ctx, again)
+		for x, j := range missing {
+			calls[j] = again[x]
+		}
+	}
+	for j := range calls {
+		if calls[j].Err == nil {
+			l.loaded[i].Or(s.bit)
+			votes[j].ok, votes[j].err = voteOf(s, calls[j].Reply)
+		} else {
+			votes[j].err = calls[j].Err
+		}
+	}
+}
+
+// extendEach sends the extensions to node i one by one, a few at a time.
+func (l *Locker) extendEach(ctx context.Context, i int, locks []*Lock, ttl string, votes []vote) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(fallbackWorkers, len(locks)) {
+		wg.Go(func() {
+			for j := range next {
+				k := locks[j]
+				votes[j].ok, votes[j].err = l.scriptVote(ctx, i, ScriptExtend, []string{k.rkey}, []string{k.value, ttl})
+			}
+		})
+	}
+	for j := range locks {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+}
