@@ -52,4 +52,3 @@ type Watcher interface {
 	// or the driver's error; core then polls.
 	Watch(ctx context.Context, channel string, notify func()) (stop func(), err error)
 }
-
