@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type keeper struct {
 	running bool
 	exited  chan struct{} // closed when the running goroutine ends
 	wake    chan struct{} // a lock was added or dropped
+
+	ticks    atomic.Uint64 // renewal batches sent
+	renewals atomic.Uint64 // lock extensions sent in them
 }
 
 // keptLock is the keeper's record of one lock.
@@ -172,7 +176,9 @@ func (kp *keeper) run(exited chan struct{}) {
 		var next time.Time
 		for k, e := range kp.locks {
 			switch {
-			case !e.due.After(horizon):
+			// A lock that falls due soon goes with this batch, to keep
+			// batches few; a retry after a failure waits its full delay.
+			case !e.due.After(now) || (e.failures == 0 && !e.due.After(horizon)):
 				batch = append(batch, k)
 			case next.IsZero() || e.due.Before(next):
 				next = e.due
@@ -234,6 +240,8 @@ func (kp *keeper) renew(batch []*Lock) {
 	if len(locks) == 0 {
 		return
 	}
+	kp.ticks.Add(1)
+	kp.renewals.Add(uint64(len(locks)))
 
 	timeout := l.o.nodeTimeout + time.Duration(len(locks))*batchCallAllowance
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

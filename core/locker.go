@@ -136,9 +136,10 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	}
 	var last *QuorumError
 	var w *watch // the key's release notices, after a round lost to a holder
+	var me *waiter
 	defer func() {
 		if w != nil {
-			l.hub.leave(w)
+			l.hub.leave(w, me)
 		}
 	}()
 	for try := 1; ; try++ {
@@ -151,10 +152,14 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 		}
 		var released <-chan struct{}
 		if w != nil && w.active {
-			// Taken before the round, so that a release during it counts.
-			released = l.hub.next(w)
+			// Queued before the round, so that a release during it counts.
+			l.hub.arm(w, me)
+			released = me.woken
 		}
 		lock, qe := l.acquireOnce(ctx, key, rkey, fence)
+		if w != nil {
+			l.hub.roundOver(w, me)
+		}
 		if qe == nil {
 			return l.register(lock)
 		}
@@ -164,6 +169,7 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			return nil, qe
 		}
 		if w == nil && l.wake && errors.Is(qe.Reason, ErrNotAcquired) {
+			me = newWaiter()
 			if w = l.hub.join(ctx, rkey); w.active {
 				// The holder may have released before the subscription
 				// began: look once more before waiting for a notice.
@@ -182,6 +188,38 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			timer.Stop()
 			return nil, errors.Join(l.closedError(OpAcquire, key), qe)
 		}
+	}
+}
+
+// Stats is a snapshot of a Locker's activity, for metrics and tests.
+type Stats struct {
+	// Held is the number of locks acquired and not yet released (a lost
+	// lock counts until its Release).
+	Held int
+	// KeptAlive is the number of locks the keep-alive machinery extends.
+	KeptAlive int
+	// RenewalTicks counts the keep-alive's renewal batches since New: each
+	// sends every due lock's extension to each node, in one round trip on
+	// a node that is a Batcher.
+	RenewalTicks uint64
+	// Renewals counts the lock extensions those batches carried.
+	Renewals uint64
+	// Watching is the number of keys whose release notices the Locker is
+	// subscribed to, for its waiters.
+	Watching int
+}
+
+// Stats returns a snapshot of the Locker's activity.
+func (l *Locker) Stats() Stats {
+	l.mu.Lock()
+	held := len(l.held)
+	l.mu.Unlock()
+	return Stats{
+		Held:         held,
+		KeptAlive:    l.keeper.count(),
+		RenewalTicks: l.keeper.ticks.Load(),
+		Renewals:     l.keeper.renewals.Load(),
+		Watching:     l.hub.count(),
 	}
 }
 
@@ -360,7 +398,10 @@ func (l *Locker) Close() error {
 
 	var errs []error
 	for _, lock := range held {
-		if err := lock.release(context.Background()); err != nil && !errors.Is(err, ErrNotHeld) {
+		// A lock already known lost is still released, for the keys it may
+		// have left, but what that finds is no news.
+		lost := lock.Err() != nil
+		if err := lock.release(context.Background()); err != nil && !lost && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)
 		}
 	}

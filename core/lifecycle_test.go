@@ -1,0 +1,634 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// These tests run in synctest bubbles: time moves only when every
+// goroutine of the bubble is blocked, so a TTL of seconds costs nothing
+// and every instant asserted is exact.
+
+func TestKeepAlive(t *testing.T) {
+	const ttl = time.Second
+	interval := ttl / core.DefaultKeepAliveDivisor
+	t.Run("survives many TTLs", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			require.NoError(t, lock.KeepAlive(), "a second KeepAlive is a no-op")
+			time.Sleep(10 * ttl)
+			require.NoError(t, lock.Err())
+			assert.Greater(t, lock.Validity(), ttl/2)
+			for _, n := range nodes {
+				v, left, ok := n.Get("k")
+				require.True(t, ok)
+				assert.Equal(t, lock.Value(), v)
+				assert.Greater(t, left, ttl/2)
+			}
+			st := l.Stats()
+			assert.Equal(t, 1, st.KeptAlive)
+			// One extension per interval: 10 s / 333 ms.
+			assert.InDelta(t, 30, st.RenewalTicks, 1)
+			require.NoError(t, lock.Release(t.Context()))
+			assert.Zero(t, l.Stats().KeptAlive)
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		})
+	})
+	t.Run("a key taken over is lost at the next extension", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			start := time.Now()
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			for _, n := range nodes[:2] {
+				n.Set("k", "rival", time.Minute)
+			}
+			<-lock.Done()
+			assert.Equal(t, interval, time.Since(start), "found at the first extension")
+			require.ErrorIs(t, lock.Err(), core.ErrLockLost)
+			assert.NotErrorIs(t, lock.Err(), core.ErrValidityExpired)
+			assert.Equal(t, []core.Outcome{core.OutcomeRefused, core.OutcomeRefused, core.OutcomeOK}, outcomes(quorumError(t, lock.Err())))
+			assert.Zero(t, l.Stats().KeptAlive)
+			require.ErrorIs(t, lock.Extend(t.Context()), core.ErrLockLost)
+			require.ErrorIs(t, lock.Release(t.Context()), core.ErrNotHeld)
+		})
+	})
+	t.Run("a deleted key is lost at the next extension", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 1, core.WithTTL(ttl))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			time.Sleep(interval + interval/2) // one extension has passed
+			require.NoError(t, lock.Err())
+			nodes[0].Set("k", "", time.Nanosecond) // expires at once: deleted
+			deleted := time.Now()
+			<-lock.Done()
+			assert.Equal(t, 2*interval-(interval+interval/2), time.Since(deleted), "found at the next extension")
+			require.ErrorIs(t, lock.Err(), core.ErrLockLost)
+		})
+	})
+	t.Run("a majority down loses the lock when validity runs out", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			time.Sleep(interval + interval/2)
+			nodes[0].Stop()
+			nodes[1].Stop()
+			stopped := time.Now()
+			<-lock.Done()
+			// The last extension started at 1 interval; its validity is
+			// TTL - drift from then.
+			assert.Equal(t, interval+ttl-drift(ttl), time.Since(stopped)+interval+interval/2)
+			cause := lock.Err()
+			require.ErrorIs(t, cause, core.ErrLockLost)
+			require.ErrorIs(t, cause, core.ErrUnavailable, "the extensions could not reach a quorum")
+			require.ErrorIs(t, cause, core.ErrValidityExpired)
+			require.ErrorIs(t, cause, memory.ErrDown)
+			assert.Contains(t, cause.Error(), "validity ran out before an extension reached a quorum")
+		})
+	})
+	t.Run("a node back in time saves the lock", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl), core.WithKeepAliveRetry(core.JitterDelay(50*time.Millisecond, 50*time.Millisecond)))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			nodes[0].Pause()
+			nodes[1].Pause()
+			time.Sleep(interval + 200*time.Millisecond) // extensions time out
+			require.NoError(t, lock.Err(), "still valid")
+			nodes[0].Resume()
+			nodes[1].Resume()
+			time.Sleep(3 * ttl)
+			require.NoError(t, lock.Err(), "a retry reached the quorum again")
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+	t.Run("maximum hold time", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3, core.WithTTL(ttl), core.WithMaxHold(5*ttl/2))
+			start := time.Now()
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			<-lock.Done()
+			// Extensions at 1/3, 2/3, ..., 7/3 s; the one due at 8/3 s is past the
+			// limit, so the lock ends TTL - drift after the 7th.
+			assert.Equal(t, 7*interval+ttl-drift(ttl), time.Since(start))
+			require.ErrorIs(t, lock.Err(), core.ErrMaxHold)
+			require.ErrorIs(t, lock.Err(), core.ErrLockLost)
+		})
+	})
+	t.Run("Extend and keep-alive together", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3, core.WithTTL(ttl))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			for range 20 {
+				require.NoError(t, lock.Extend(t.Context()))
+				time.Sleep(ttl / 7)
+			}
+			require.NoError(t, lock.Err())
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+	t.Run("refused", func(t *testing.T) {
+		l, _ := newLocker(t, 1, core.WithTTL(ttl))
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.Release(t.Context()))
+		require.ErrorIs(t, lock.KeepAlive(), core.ErrNotHeld)
+		var nilLock *core.Lock
+		require.ErrorIs(t, nilLock.KeepAlive(), core.ErrNotHeld)
+
+		short, _ := newLocker(t, 1, core.WithTTL(60*time.Millisecond))
+		lock, err = short.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		err = lock.KeepAlive()
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "no room to keep a lock alive")
+		require.NoError(t, lock.Release(t.Context()))
+
+		_, err = core.New(memory.AsNodes(memory.NewNodes(1)), core.WithTTL(ttl), core.WithKeepAlive(ttl))
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		_, err = core.New(memory.AsNodes(memory.NewNodes(1)), core.WithKeepAlive(-time.Second))
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		_, err = core.New(memory.AsNodes(memory.NewNodes(1)), core.WithMaxHold(-time.Second))
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+	})
+	t.Run("after Close", func(t *testing.T) {
+		nodes := memory.NewNodes(1)
+		l, err := core.New(memory.AsNodes(nodes), core.WithTTL(ttl))
+		require.NoError(t, err)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.KeepAlive())
+		require.NoError(t, l.Close())
+		require.ErrorIs(t, lock.Err(), core.ErrReleased)
+		require.ErrorIs(t, lock.KeepAlive(), core.ErrClosed)
+		assert.Empty(t, nodes[0].Keys())
+		require.NoError(t, goleak.Find(goleak.IgnoreCurrent()), "Close leaves no keep-alive goroutine")
+	})
+}
+
+func TestKeepAliveNoGoroutineAfterRelease(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	l, _ := newLocker(t, 3, core.WithTTL(300*time.Millisecond))
+	var locks []*core.Lock
+	for i := range 10 {
+		lock, err := l.Acquire(t.Context(), "k"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.NoError(t, lock.KeepAlive())
+		locks = append(locks, lock)
+	}
+	require.Eventually(t, func() bool { return l.Stats().RenewalTicks > 0 }, 5*time.Second, time.Millisecond)
+	for _, lock := range locks {
+		require.NoError(t, lock.Release(t.Context()))
+	}
+	require.NoError(t, goleak.Find(ignore), "Release of the last kept-alive lock ends the keep-alive goroutine")
+}
+
+func TestKeepAliveBatches(t *testing.T) {
+	const ttl = time.Second
+	t.Run("one round trip per node per tick", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			var locks []*core.Lock
+			for i := range 200 {
+				lock, err := l.Acquire(t.Context(), "k"+strconv.Itoa(i))
+				require.NoError(t, err)
+				require.NoError(t, lock.KeepAlive())
+				locks = append(locks, lock)
+				time.Sleep(5 * time.Millisecond) // spread over 1 s: due times differ
+			}
+			before := l.Stats()
+			calls := make([]memory.Calls, len(nodes))
+			for i, n := range nodes {
+				calls[i] = n.Calls()
+			}
+			time.Sleep(10 * ttl)
+			st := l.Stats()
+			ticks := st.RenewalTicks - before.RenewalTicks
+			for i, n := range nodes {
+				c := n.Calls()
+				assert.Equal(t, ticks, uint64(c.Batches-calls[i].Batches), "node %d: one batch per tick", i)
+				assert.Equal(t, st.Renewals-before.Renewals, uint64(c.EvalSHA-calls[i].EvalSHA), "node %d: every renewal by SHA", i)
+			}
+			// Locks due within half an interval go together: at most two
+			// ticks per interval, against 200 single extensions.
+			assert.LessOrEqual(t, ticks, uint64(2*30+2))
+			assert.GreaterOrEqual(t, st.Renewals-before.Renewals, uint64(200*29))
+			for _, lock := range locks {
+				require.NoError(t, lock.Err())
+				require.NoError(t, lock.Release(t.Context()))
+			}
+		})
+	})
+	t.Run("nodes without the capability", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := memory.NewNodes(3)
+			plain := make([]core.Node, len(nodes))
+			for i, n := range nodes {
+				plain[i] = plainNode{n}
+			}
+			l, err := core.New(plain, core.WithTTL(ttl))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, l.Close()) }()
+			var locks []*core.Lock
+			for i := range 50 {
+				lock, err := l.Acquire(t.Context(), "k"+strconv.Itoa(i))
+				require.NoError(t, err)
+				require.NoError(t, lock.KeepAlive())
+				locks = append(locks, lock)
+			}
+			time.Sleep(5 * ttl)
+			for _, lock := range locks {
+				require.NoError(t, lock.Err())
+			}
+			for _, n := range nodes {
+				assert.Zero(t, n.Calls().Batches)
+				assert.Len(t, n.Keys(), 50)
+			}
+			nodes[0].FlushScripts()
+			nodes[1].FlushScripts()
+			time.Sleep(ttl)
+			for _, lock := range locks {
+				require.NoError(t, lock.Err(), "NOSCRIPT falls back to EVAL")
+			}
+		})
+	})
+	t.Run("script cache flushed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.KeepAlive())
+			time.Sleep(ttl)
+			for _, n := range nodes {
+				n.FlushScripts()
+			}
+			evals := nodes[0].Calls().Eval
+			time.Sleep(ttl)
+			require.NoError(t, lock.Err())
+			assert.Equal(t, evals+1, nodes[0].Calls().Eval, "resent once by source, then by SHA")
+		})
+	})
+}
+
+// plainNode hides the optional capabilities of a memory node.
+type plainNode struct{ n *memory.Node }
+
+func (p plainNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	return p.n.SetNX(ctx, key, value, ttl)
+}
+func (p plainNode) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	return p.n.EvalSHA(ctx, sha, keys, args)
+}
+func (p plainNode) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	return p.n.Eval(ctx, script, keys, args)
+}
+func (p plainNode) Classify(err error) core.ErrorKind { return p.n.Classify(err) }
+func (p plainNode) String() string                    { return p.n.String() }
+func (p plainNode) Close() error                      { return p.n.Close() }
+
+// noRaise is a node on which the fencing raise fails.
+type noRaise struct{ plainNode }
+
+var errNoRaise = errors.New("raise refused")
+
+func (n noRaise) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	if sha == core.ScriptRaiseFence.SHA() {
+		return nil, errNoRaise
+	}
+	return n.plainNode.EvalSHA(ctx, sha, keys, args)
+}
+
+func (n noRaise) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	if script == core.ScriptRaiseFence.Source() {
+		return nil, errNoRaise
+	}
+	return n.plainNode.Eval(ctx, script, keys, args)
+}
+
+func TestLockEnd(t *testing.T) {
+	t.Run("Done and Err after Release", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		done := lock.Done()
+		select {
+		case <-done:
+			t.Fatal("Done closed while held")
+		default:
+		}
+		require.NoError(t, lock.Err())
+		ctx, cancel := lock.Context(t.Context())
+		defer cancel()
+		require.NoError(t, lock.Release(t.Context()))
+		<-done
+		require.ErrorIs(t, lock.Err(), core.ErrReleased)
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), core.ErrReleased)
+	})
+	t.Run("validity runs out without keep-alive", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			const ttl = time.Second
+			l, _ := newLocker(t, 3, core.WithTTL(ttl))
+			start := time.Now()
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			<-lock.Done()
+			assert.Equal(t, ttl-drift(ttl), time.Since(start))
+			require.ErrorIs(t, lock.Err(), core.ErrValidityExpired)
+			require.ErrorIs(t, lock.Err(), core.ErrLockLost)
+			assert.Zero(t, lock.Validity())
+		})
+	})
+	t.Run("Err notices expiry without a timer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3, core.WithTTL(time.Second))
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			time.Sleep(time.Second)
+			require.ErrorIs(t, lock.Err(), core.ErrValidityExpired)
+			<-lock.Done()
+		})
+	})
+	t.Run("Done after the end", func(t *testing.T) {
+		l, _ := newLocker(t, 1)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.Release(t.Context()))
+		<-lock.Done()
+		ctx, cancel := lock.Context(t.Context())
+		defer cancel()
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), core.ErrReleased)
+	})
+	t.Run("Context ends with its parent, and detaches", func(t *testing.T) {
+		l, _ := newLocker(t, 1)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		parent, cancelParent := context.WithCancelCause(t.Context())
+		ctx, cancel := lock.Context(parent)
+		why := errors.New("shutting down")
+		cancelParent(why)
+		<-ctx.Done()
+		require.ErrorIs(t, context.Cause(ctx), why)
+		cancel()
+		ctx2, cancel2 := lock.Context(t.Context())
+		cancel2()
+		require.ErrorIs(t, context.Cause(ctx2), context.Canceled)
+		require.NoError(t, lock.Err(), "cancelling a derived context leaves the lock alone")
+		require.NoError(t, lock.Release(t.Context()))
+	})
+	t.Run("nil lock", func(t *testing.T) {
+		var lock *core.Lock
+		<-lock.Done()
+		require.ErrorIs(t, lock.Err(), core.ErrNotHeld)
+		ctx, cancel := lock.Context(t.Context())
+		defer cancel()
+		<-ctx.Done()
+		assert.Zero(t, lock.Token())
+	})
+}
+
+func TestDo(t *testing.T) {
+	const ttl = time.Second
+	t.Run("holds while fn runs, then releases", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			err := l.Do(t.Context(), "k", func(ctx context.Context) error {
+				time.Sleep(5 * ttl)
+				require.NoError(t, ctx.Err())
+				for _, n := range nodes {
+					assert.Equal(t, []string{"k"}, n.Keys())
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+			assert.Zero(t, l.Stats().Held)
+		})
+	})
+	t.Run("fn's error", func(t *testing.T) {
+		l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+		boom := errors.New("boom")
+		err := l.Do(t.Context(), "k", func(context.Context) error { return boom })
+		require.ErrorIs(t, err, boom)
+		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+	})
+	t.Run("lost while fn runs", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+			var cause error
+			err := l.Do(t.Context(), "k", func(ctx context.Context) error {
+				nodes[0].Stop()
+				nodes[1].Stop()
+				<-ctx.Done()
+				cause = context.Cause(ctx)
+				return ctx.Err()
+			})
+			require.ErrorIs(t, cause, core.ErrLockLost)
+			require.ErrorIs(t, cause, core.ErrUnavailable)
+			require.ErrorIs(t, err, context.Canceled, "fn's error")
+			require.ErrorIs(t, err, core.ErrLockLost, "joined with the lock's")
+		})
+	})
+	t.Run("panic releases", func(t *testing.T) {
+		l, nodes := newLocker(t, 3, core.WithTTL(ttl))
+		assert.PanicsWithValue(t, "oops", func() {
+			_ = l.Do(t.Context(), "k", func(context.Context) error { panic("oops") })
+		})
+		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+	})
+	t.Run("not acquired: fn does not run", func(t *testing.T) {
+		l, nodes := newLocker(t, 1, core.WithTries(1))
+		nodes[0].Set("k", "rival", time.Minute)
+		err := l.Do(t.Context(), "k", func(context.Context) error {
+			t.Error("fn ran without the lock")
+			return nil
+		})
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+	})
+	t.Run("bad input", func(t *testing.T) {
+		l, _ := newLocker(t, 1)
+		require.ErrorIs(t, l.Do(t.Context(), "k", nil), core.ErrInvalidArgument)
+		require.ErrorIs(t, l.Do(t.Context(), "", func(context.Context) error { return nil }), core.ErrInvalidArgument)
+		//nolint:staticcheck // a nil context is the point of the test
+		require.ErrorIs(t, l.Do(nil, "k", func(context.Context) error { return nil }), core.ErrInvalidArgument) //lint:ignore SA1012 testing bad input
+	})
+}
+
+func TestFencing(t *testing.T) {
+	t.Run("tokens grow", func(t *testing.T) {
+		l, _ := newLocker(t, 3, core.WithFencing())
+		var last int64
+		for range 20 {
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.Greater(t, lock.Token(), last)
+			last = lock.Token()
+			require.NoError(t, lock.Release(t.Context()))
+		}
+		assert.Equal(t, int64(20), last, "no failed rounds here, so no gaps")
+	})
+	t.Run("off", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Zero(t, lock.Token())
+		assert.Equal(t, 1, nodes[0].Calls().SetNX, "plain SET NX without fencing")
+	})
+	t.Run("the second step raises the counters", func(t *testing.T) {
+		l, nodes := newLocker(t, 3, core.WithFencing())
+		fence, ok := core.FenceKey("k")
+		require.True(t, ok)
+		nodes[0].Set(fence, "10", 0)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, int64(11), lock.Token())
+		for i, n := range nodes {
+			v, _, ok := n.Get(fence)
+			require.True(t, ok)
+			assert.Equal(t, "11", v, "node %d", i)
+		}
+		require.NoError(t, lock.Release(t.Context()))
+		// Node 0, the only one that had seen 10, is gone: the others still
+		// know the token was 11.
+		nodes[0].Stop()
+		lock, err = l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, int64(12), lock.Token())
+		require.NoError(t, lock.Release(t.Context()))
+	})
+	t.Run("a node that lost its counter", func(t *testing.T) {
+		l, nodes := newLocker(t, 3, core.WithFencing())
+		var last int64
+		for i := range 30 {
+			n := nodes[i%3]
+			n.Stop()
+			n.Start() // empty: its counter is gone
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.Greater(t, lock.Token(), last)
+			last = lock.Token()
+			require.NoError(t, lock.Release(t.Context()))
+		}
+	})
+	t.Run("raise fails", func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		wrapped := []core.Node{nodes[0], noRaise{plainNode{nodes[1]}}, noRaise{plainNode{nodes[2]}}}
+		l, err := core.New(wrapped, core.WithFencing(), core.WithTries(1))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Close()) }()
+		fence, _ := core.FenceKey("k")
+		nodes[0].Set(fence, "10", 0) // the counters disagree: a raise is needed
+		_, err = l.Acquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrUnavailable)
+		require.ErrorIs(t, err, errNoRaise)
+		for _, n := range nodes {
+			_, _, ok := n.Get("k")
+			assert.False(t, ok, "a failed round leaves no key")
+		}
+	})
+	t.Run("keys", func(t *testing.T) {
+		for _, k := range []string{"orders:42", "{user:1}:lock", "a{b}c", "{", "é"} {
+			fence, ok := core.FenceKey(k)
+			require.True(t, ok, k)
+			assert.Equal(t, core.HashSlot(k), core.HashSlot(fence), k)
+			assert.NotEqual(t, k, fence)
+		}
+		for _, k := range []string{"a}b", "{}x"} {
+			_, ok := core.FenceKey(k)
+			assert.False(t, ok, k)
+		}
+		l, _ := newLocker(t, 1, core.WithFencing())
+		_, err := l.Acquire(t.Context(), "a}b")
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "hash tag")
+		lock, err := l.Acquire(t.Context(), "{a}b}")
+		require.NoError(t, err, "a key with a hash tag can hold any }")
+		require.NoError(t, lock.Release(t.Context()))
+	})
+}
+
+func TestWakeOnRelease(t *testing.T) {
+	const delay = time.Minute
+	for _, wake := range []bool{true, false} {
+		t.Run("wake="+strconv.FormatBool(wake), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				holder, nodes := newLocker(t, 3)
+				waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithWakeOnRelease(wake))
+				require.NoError(t, err)
+				defer func() { require.NoError(t, waiter.Close()) }()
+				held, err := holder.Acquire(t.Context(), "k")
+				require.NoError(t, err)
+				got := make(chan time.Time, 1)
+				go func() {
+					lock, err := waiter.Acquire(t.Context(), "k")
+					assert.NoError(t, err)
+					got <- time.Now()
+					assert.NoError(t, lock.Release(t.Context()))
+				}()
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+				if wake {
+					assert.Equal(t, 1, waiter.Stats().Watching)
+				} else {
+					assert.Zero(t, waiter.Stats().Watching)
+				}
+				released := time.Now()
+				require.NoError(t, held.Release(t.Context()))
+				at := <-got
+				if wake {
+					assert.Equal(t, released, at, "woken by the release notice")
+				} else {
+					assert.Equal(t, delay, at.Sub(released)+5*time.Second, "woken by the retry delay")
+				}
+				time.Sleep(2 * time.Second)
+				assert.Zero(t, waiter.Stats().Watching, "the subscription ends after its linger")
+			})
+		})
+	}
+	t.Run("a failed round's clean-up wakes nobody", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			nodes[0].Set("k", "rival", time.Hour)
+			nodes[1].Set("k", "rival", time.Hour)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, err := l.Acquire(t.Context(), "k")
+				assert.ErrorIs(t, err, core.ErrNotAcquired)
+			}()
+			synctest.Wait()
+			// Two rounds: the first, and the one right after subscribing.
+			assert.Equal(t, 2, nodes[2].Calls().SetNX)
+			time.Sleep(delay / 2)
+			synctest.Wait()
+			assert.Equal(t, 2, nodes[2].Calls().SetNX, "no wake-up from the clean-up releases")
+			require.NoError(t, l.Close())
+			<-done
+		})
+	})
+}
