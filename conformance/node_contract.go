@@ -38,6 +38,12 @@ func runNodeContract(t *testing.T, h Harness) {
 		{"Concurrent", concurrent},
 		{"CancelledSetThenRelease", cancelledSetThenRelease},
 		{"Names", names},
+		{"Batch", batch},
+		{"BatchCancelled", batchCancelled},
+		{"BatchOnPausedServer", batchOnPausedServer},
+		{"Watch", watch},
+		{"WatchOnPausedServer", watchOnPausedServer},
+		{"CapabilitiesOnClosedClient", capabilitiesOnClosedClient},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -47,5 +47,10 @@
 //
 // # Compliance
 //
-// *Node implements core.Node. It implements no optional capability yet.
+// *Node implements core.Node and the optional capabilities core.Batcher
+// (EvalBatch sends a batch of script calls in one go-redis pipeline, one
+// round trip; a client without Pipeline gets them one by one) and
+// core.Watcher (Watch subscribes to a release channel on a PubSub
+// connection of its own, and stop closes it; a client without Subscribe
+// makes Watch fail with errors.ErrUnsupported, and core then polls).
 package goredis

@@ -44,5 +44,9 @@
 //
 // # Compliance
 //
-// *Node implements core.Node. It implements no optional capability yet.
+// *Node implements core.Node and the optional capabilities core.Batcher
+// (EvalBatch writes a batch of script calls on one borrowed connection and
+// reads the replies in order: one round trip) and core.Watcher (Watch
+// subscribes to a release channel on a connection it keeps for the
+// subscription and closes at stop, instead of handing it back).
 package redigo

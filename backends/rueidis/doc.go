@@ -69,5 +69,11 @@
 //
 // # Compliance
 //
-// *Node implements core.Node. It implements no optional capability yet.
+// *Node implements core.Node and the optional capabilities core.Batcher
+// (EvalBatch sends a batch of script calls with one DoMulti, one round
+// trip; a client without DoMulti gets them one by one) and core.Watcher
+// (Watch subscribes to a release channel with rueidis's Receive, on the
+// client's pipelined connection, and stop unsubscribes once the node's
+// last watch of the channel ends; a client without Receive makes Watch
+// fail with errors.ErrUnsupported, and core then polls).
 package rueidis

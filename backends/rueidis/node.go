@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,9 @@ type Node struct {
 	cluster bool
 	owned   bool        // Close closes the client
 	closed  atomic.Bool // set by Close on an owned client
+
+	watchMu  sync.Mutex
+	watching map[string]int // channel: Watch subscriptions not yet stopped
 }
 
 var _ core.Node = (*Node)(nil)
@@ -215,6 +219,11 @@ func (n *Node) check(ctx context.Context, keys []string) error {
 	if n.closed.Load() {
 		return rueidis.ErrClosing
 	}
+	return n.checkSlot(keys)
+}
+
+// checkSlot refuses, on a cluster, keys of different slots.
+func (n *Node) checkSlot(keys []string) error {
 	if n.cluster && len(keys) > 1 {
 		slot := core.HashSlot(keys[0])
 		for _, k := range keys[1:] {

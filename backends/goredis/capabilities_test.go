@@ -1,0 +1,113 @@
+package goredis_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/backends/goredis"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// plainClient hides every method of a client but those of goredis.Client,
+// as a client implemented by a user would.
+type plainClient struct{ goredis.Client }
+
+func startServer(t *testing.T) *redistest.Server {
+	t.Helper()
+	redistest.RequireServer(t)
+	srv, err := redistest.StartServer(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	return srv
+}
+
+func TestCapabilitiesWithoutClientMethods(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	rdb := redis.NewClient(goredis.ClientOptions(srv.Addr()))
+	t.Cleanup(func() { _ = rdb.Close() })
+	n, err := goredis.New(plainClient{rdb})
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	// Without Pipeline, the calls go one by one, with the same results.
+	ok, err := n.SetNX(ctx, "k", "mine", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	calls := []core.Call{
+		{Source: core.ScriptExtend.Source(), Keys: []string{"k"}, Args: []string{"mine", "60000"}},
+		{SHA: "0000000000000000000000000000000000000000", Keys: []string{"k"}},
+		{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"theirs"}},
+	}
+	_, err = n.Eval(ctx, core.ScriptRelease.Source(), []string{"other"}, []string{"x"})
+	require.NoError(t, err)
+	n.EvalBatch(ctx, calls)
+	require.NoError(t, calls[0].Err)
+	assert.Equal(t, int64(1), calls[0].Reply)
+	assert.Equal(t, core.KindNoScript, n.Classify(calls[1].Err))
+	require.NoError(t, calls[2].Err)
+	assert.Equal(t, int64(0), calls[2].Reply)
+
+	// Without Subscribe, Watch is unsupported.
+	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func() {})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.Nil(t, stop)
+}
+
+// TestWatchResubscribes restarts the server under a watch: go-redis
+// connects again and resubscribes, the watch says so with one notice, and
+// later releases are seen.
+func TestWatchResubscribes(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	rdb := redis.NewClient(goredis.ClientOptions(srv.Addr()))
+	t.Cleanup(func() { _ = rdb.Close() })
+	n, err := goredis.New(rdb)
+	require.NoError(t, err)
+	checkResubscribes(t, n, srv)
+}
+
+func checkResubscribes(t *testing.T, n core.Node, srv *redistest.Server) {
+	t.Helper()
+	const k = "lock"
+	ch := core.ReleaseChannel(k)
+	notices := make(chan struct{}, 16)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	stop, err := n.(core.Watcher).Watch(ctx, ch, func() {
+		select {
+		case notices <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	defer stop()
+
+	require.NoError(t, srv.Restart(t.Context()))
+	select {
+	case <-notices:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice after the watch subscribed again")
+	}
+	require.Eventually(t, func() bool {
+		ok, err := n.SetNX(t.Context(), k, "v", time.Minute)
+		return err == nil && ok
+	}, 5*time.Second, 20*time.Millisecond, "the node reconnects")
+	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k}, []string{"v", ch})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r)
+	select {
+	case <-notices:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notice of a release after the restart")
+	}
+	stop()
+	stop()
+}

@@ -1,0 +1,193 @@
+package redigo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+var (
+	_ core.Batcher = (*Node)(nil)
+	_ core.Watcher = (*Node)(nil)
+)
+
+// EvalBatch implements core.Batcher on one connection borrowed from the
+// pool: it writes every call (EVAL when its Source is set, else EVALSHA),
+// flushes them in one write and reads the replies in order, each with
+// redis.ReceiveContext, so ctx bounds the wait. A reply that is a Redis
+// error (NOSCRIPT among them) is that call's error; a connection error or
+// the end of ctx is the error of every call whose reply had not arrived,
+// and the connection is then closed, never reused. A context that has
+// already ended sends nothing.
+//
+// The write itself has no deadline of its own (redigo's Flush takes no
+// context): it only waits when the batch is larger than the socket
+// buffers of a server that does not read.
+func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+	if len(calls) == 0 {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		failAll(calls, err)
+		return
+	}
+	conn, err := n.pool.GetContext(ctx)
+	if err != nil {
+		failAll(calls, err)
+		return
+	}
+	defer conn.Close()
+	for _, c := range calls {
+		if c.Source != "" {
+			err = conn.Send("EVAL", scriptArgs(c.Source, c.Keys, c.Args)...)
+		} else {
+			err = conn.Send("EVALSHA", scriptArgs(c.SHA, c.Keys, c.Args)...)
+		}
+		if err != nil {
+			failAll(calls, err)
+			return
+		}
+	}
+	if err := conn.Flush(); err != nil {
+		failAll(calls, err)
+		return
+	}
+	for i := range calls {
+		reply, err := convert(redis.ReceiveContext(conn, ctx))
+		var re redis.Error
+		if err != nil && !errors.As(err, &re) {
+			// The connection broke or ctx ended: redigo has closed the
+			// connection, and no later reply will come.
+			failAll(calls[i:], err)
+			return
+		}
+		calls[i].Reply, calls[i].Err = reply, err
+	}
+}
+
+func failAll(calls []core.Call, err error) {
+	for i := range calls {
+		calls[i].Reply, calls[i].Err = nil, err
+	}
+}
+
+// Watch implements core.Watcher with a redis.PubSubConn on a connection
+// borrowed from the pool for the whole subscription: SUBSCRIBE channel,
+// and Watch returns once the server has confirmed it (or with the error,
+// when ctx ends first or the subscription fails). A goroutine then reads
+// the messages with redis.ReceiveContext and calls notify for each one on
+// channel. If the connection is lost, it borrows another one and
+// subscribes again, pacing its attempts, and calls notify once subscribed,
+// since a release may have been missed in between.
+//
+// stop cancels the goroutine's context, which makes redigo close the
+// connection under a pending read, so stop returns at once even when the
+// server does not answer; it then waits for the goroutine, and may be
+// called more than once. The connection is closed rather than handed back
+// for reuse: the pool would unsubscribe it and wait, without a deadline,
+// for the server's answer.
+func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	conn, err := n.subscribe(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.receive(rctx, conn, channel, notify)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(cancel)
+		<-done
+	}, nil
+}
+
+// subscribe borrows a connection, subscribes it to channel, and returns
+// it once the server has confirmed the subscription.
+func (n *Node) subscribe(ctx context.Context, channel string) (redis.Conn, error) {
+	conn, err := n.pool.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	psc := redis.PubSubConn{Conn: conn}
+	if err := psc.Subscribe(channel); err != nil {
+		discard(conn)
+		return nil, err
+	}
+	for {
+		switch v := psc.ReceiveContext(ctx).(type) {
+		case redis.Subscription:
+			if v.Kind == "subscribe" && v.Channel == channel {
+				return conn, nil
+			}
+		case error:
+			discard(conn)
+			return nil, v
+		}
+	}
+}
+
+// Pacing of resubscription attempts after a lost connection.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 2 * time.Second
+)
+
+// receive calls notify for each message on channel until ctx ends,
+// subscribing again on a new connection when one is lost.
+func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, notify func()) {
+	backoff := minBackoff
+	for {
+		psc := redis.PubSubConn{Conn: conn}
+	read:
+		for {
+			switch v := psc.ReceiveContext(ctx).(type) {
+			case redis.Message:
+				if v.Channel == channel {
+					notify()
+				}
+			case error:
+				break read
+			}
+		}
+		discard(conn)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxBackoff)
+			var err error
+			if conn, err = n.subscribe(ctx, channel); err == nil {
+				break
+			}
+		}
+		backoff = minBackoff
+		notify() // subscribed again: a release may have been missed
+	}
+}
+
+// discard closes a subscribed connection so that the pool drops it. A
+// connection that is still healthy is first broken: ReceiveContext with a
+// context that has already expired closes it without reading. Handed back
+// intact, it would make the pool send UNSUBSCRIBE and wait for the
+// server's answer with no deadline.
+func discard(conn redis.Conn) {
+	if conn.Err() == nil {
+		ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+		_, _ = redis.ReceiveContext(conn, ctx)
+		cancel()
+	}
+	_ = conn.Close()
+}

@@ -1,0 +1,264 @@
+package rueidis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+var (
+	_ core.Batcher = (*Node)(nil)
+	_ core.Watcher = (*Node)(nil)
+)
+
+// multiDoer is the part of a rueidis client that EvalBatch pipelines
+// with; rueidis.Client has it.
+type multiDoer interface {
+	DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult
+}
+
+// receiver is the part of a rueidis client that Watch subscribes with;
+// rueidis.Client has it.
+type receiver interface {
+	Receive(ctx context.Context, subscribe rueidis.Completed, fn func(msg rueidis.PubSubMessage)) error
+}
+
+// EvalBatch implements core.Batcher with one DoMulti: every call (EVAL
+// when its Source is set, else EVALSHA) is written to the client's
+// pipeline at once, one round trip; on a cluster, rueidis sends each call
+// to the master of its keys' slot. A call's error (NOSCRIPT among them)
+// is its own; the others still run. On a cluster, a call whose keys are
+// in different slots gets an error wrapping core.ErrInvalidArgument and is
+// not sent. A context that has already ended, or a node closed with
+// CloseClient, sends nothing. A client without DoMulti gets the calls one
+// by one, in order, with Do.
+func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+	if len(calls) == 0 {
+		return
+	}
+	if err := n.check(ctx, nil); err != nil {
+		failAll(calls, err)
+		return
+	}
+	md, ok := n.client.(multiDoer)
+	if !ok {
+		for i := range calls {
+			c := &calls[i]
+			if c.Source != "" {
+				c.Reply, c.Err = n.Eval(ctx, c.Source, c.Keys, c.Args)
+			} else {
+				c.Reply, c.Err = n.EvalSHA(ctx, c.SHA, c.Keys, c.Args)
+			}
+		}
+		return
+	}
+	cmds := make([]rueidis.Completed, 0, len(calls))
+	sent := make([]int, 0, len(calls)) // index in calls of each of cmds
+	for i, c := range calls {
+		if err := n.checkSlot(c.Keys); err != nil {
+			calls[i].Reply, calls[i].Err = nil, err
+			continue
+		}
+		cmds = append(cmds, n.build(c))
+		sent = append(sent, i)
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	for j, res := range md.DoMulti(ctx, cmds...) {
+		c := &calls[sent[j]]
+		c.Reply, c.Err = reply(res)
+	}
+}
+
+func (n *Node) build(c core.Call) rueidis.Completed {
+	b := n.client.B()
+	if c.Source != "" {
+		return b.Eval().Script(c.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+	}
+	return b.Evalsha().Sha1(c.SHA).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+}
+
+func failAll(calls []core.Call, err error) {
+	for i := range calls {
+		calls[i].Reply, calls[i].Err = nil, err
+	}
+}
+
+// Timings of Watch.
+const (
+	minBackoff = 50 * time.Millisecond // first pause before subscribing again
+	maxBackoff = 2 * time.Second       // longest one
+	// unsubscribeTimeout bounds the UNSUBSCRIBE that stop sends, so that
+	// stop stays short on a server that does not answer (the subscription
+	// then lasts until the connection closes, harmlessly).
+	unsubscribeTimeout = 250 * time.Millisecond
+)
+
+// Watch implements core.Watcher with rueidis's Receive: SUBSCRIBE channel,
+// on the connection the client pipelines its commands on, and Watch
+// returns once the server has confirmed it (seen through
+// rueidis.WithOnSubscriptionHook), or with Receive's error if it failed
+// first, or ctx's error. Receive then calls notify for each message on
+// channel from a goroutine of Watch's. If Receive ends while the
+// subscription should last (a lost connection), the goroutine subscribes
+// again, pacing its attempts, and calls notify once subscribed again,
+// since a release may have been missed in between.
+//
+// stop cancels Receive's context, which rueidis honours at once even when
+// the server does not answer, and waits for the goroutine; it may be
+// called more than once. When it ends the node's last watch of the
+// channel, stop also sends UNSUBSCRIBE on that connection (waiting for
+// the server at most 250 ms): rueidis leaves the server's subscription in
+// place when Receive returns, and the connection would otherwise keep
+// receiving every later release of the key.
+//
+// A client without Receive makes Watch return an error matching
+// errors.ErrUnsupported, and a node closed with CloseClient refuses with
+// rueidis.ErrClosing.
+func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+	if err := n.check(ctx, nil); err != nil {
+		return nil, err
+	}
+	recv, ok := n.client.(receiver)
+	if !ok {
+		return nil, fmt.Errorf("rueidis: client %T has no Receive method: %w", n.client, errors.ErrUnsupported)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w := &watch{
+		node:      n,
+		channel:   channel,
+		notify:    notify,
+		cancel:    cancel,
+		confirmed: make(chan struct{}),
+		failed:    make(chan error, 1),
+		done:      make(chan struct{}),
+	}
+	n.addWatch(channel)
+	go w.run(rctx, recv)
+	select {
+	case <-w.confirmed:
+		return w.stop, nil
+	case err = <-w.failed:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	w.stop()
+	return nil, err
+}
+
+// watch is one subscription of Watch.
+type watch struct {
+	node      *Node
+	channel   string
+	notify    func()
+	cancel    context.CancelFunc
+	confirmed chan struct{} // closed at the first confirmation
+	live      atomic.Bool   // confirmed: messages count from now on
+	failed    chan error    // the error that ended Receive before it
+	done      chan struct{} // closed when the goroutine has ended
+	leave     sync.Once     // takes the watch off the node's count
+	last      bool          // it was the node's last watch of channel
+}
+
+func (w *watch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// unwatch takes the watch off the node's count, once, and reports
+// whether it was the node's last watch of its channel.
+func (w *watch) unwatch() bool {
+	w.leave.Do(func() { w.last = w.node.removeWatch(w.channel) })
+	return w.last
+}
+
+// run calls Receive until ctx ends (stop), subscribing again when it
+// returns early.
+func (w *watch) run(ctx context.Context, recv receiver) {
+	defer close(w.done)
+	defer w.unwatch()
+	backoff := minBackoff
+	for {
+		var subscribed atomic.Bool
+		hook := func(s rueidis.PubSubSubscription) {
+			// Runs on rueidis's reading goroutine, also when another
+			// Receive on the connection subscribes to the same channel:
+			// only the first confirmation of this attempt counts.
+			if s.Kind != "subscribe" || s.Channel != w.channel || !subscribed.CompareAndSwap(false, true) {
+				return
+			}
+			if w.live.CompareAndSwap(false, true) {
+				close(w.confirmed)
+			} else {
+				w.notify() // subscribed again: a release may have been missed
+			}
+		}
+		rctx := rueidis.WithOnSubscriptionHook(ctx, hook)
+		rctx = rueidis.WithOnReceiveReturnHook(rctx, func(err error, cc rueidis.CommandClient) error {
+			if ctx.Err() != nil && w.unwatch() {
+				uctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
+				_ = cc.Do(uctx, cc.B().Unsubscribe().Channel(w.channel).Build()).Error()
+				cancel()
+			}
+			return err
+		})
+		cmd := w.node.client.B().Subscribe().Channel(w.channel).Build()
+		err := recv.Receive(rctx, cmd, func(m rueidis.PubSubMessage) {
+			if m.Channel == w.channel && w.live.Load() {
+				w.notify()
+			}
+		})
+		switch {
+		case ctx.Err() != nil:
+			return // stopped
+		case !w.live.Load() && err != nil:
+			w.failed <- err
+			return
+		case w.node.closed.Load(), errors.Is(err, rueidis.ErrClosing):
+			return // the client is closed: nothing more will come
+		}
+		if subscribed.Load() {
+			backoff = minBackoff
+		}
+		// Receive returned nil (the channel was unsubscribed on the
+		// connection, by another watch's stop) or the connection broke:
+		// subscribe again.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// addWatch counts a watch of channel.
+func (n *Node) addWatch(channel string) {
+	n.watchMu.Lock()
+	defer n.watchMu.Unlock()
+	if n.watching == nil {
+		n.watching = make(map[string]int)
+	}
+	n.watching[channel]++
+}
+
+// removeWatch uncounts a watch of channel and reports whether it was the
+// last one.
+func (n *Node) removeWatch(channel string) bool {
+	n.watchMu.Lock()
+	defer n.watchMu.Unlock()
+	n.watching[channel]--
+	if n.watching[channel] > 0 {
+		return false
+	}
+	delete(n.watching, channel)
+	return true
+}

@@ -1,0 +1,158 @@
+package rueidis_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// plainClient hides every method of a client but those of
+// qlrueidis.Client, as a client implemented by a user would.
+type plainClient struct{ qlrueidis.Client }
+
+func startServer(t *testing.T) (*redistest.Server, rueidis.Client) {
+	t.Helper()
+	redistest.RequireServer(t)
+	srv, err := redistest.StartServer(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	client, err := rueidis.NewClient(qlrueidis.ClientOption(srv.Addr()))
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	return srv, client
+}
+
+func TestCapabilitiesWithoutClientMethods(t *testing.T) {
+	t.Parallel()
+	_, client := startServer(t)
+	n, err := qlrueidis.New(plainClient{client})
+	require.NoError(t, err)
+	ctx := t.Context()
+
+	// Without DoMulti, the calls go one by one, with the same results.
+	ok, err := n.SetNX(ctx, "k", "mine", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = n.Eval(ctx, core.ScriptRelease.Source(), []string{"other"}, []string{"x"})
+	require.NoError(t, err)
+	calls := []core.Call{
+		{Source: core.ScriptExtend.Source(), Keys: []string{"k"}, Args: []string{"mine", "60000"}},
+		{SHA: "0000000000000000000000000000000000000000", Keys: []string{"k"}},
+		{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"theirs"}},
+	}
+	n.EvalBatch(ctx, calls)
+	require.NoError(t, calls[0].Err)
+	assert.Equal(t, int64(1), calls[0].Reply)
+	assert.Equal(t, core.KindNoScript, n.Classify(calls[1].Err))
+	require.NoError(t, calls[2].Err)
+	assert.Equal(t, int64(0), calls[2].Reply)
+
+	// Without Receive, Watch is unsupported.
+	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func() {})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.Nil(t, stop)
+}
+
+func TestCapabilitiesAfterCloseClient(t *testing.T) {
+	t.Parallel()
+	_, client := startServer(t)
+	n, err := qlrueidis.New(client, qlrueidis.CloseClient())
+	require.NoError(t, err)
+
+	// A watch in place when the node closes ends quietly; stop still
+	// returns.
+	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func() {})
+	require.NoError(t, err)
+	require.NoError(t, n.Close())
+	stop()
+
+	calls := []core.Call{
+		{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"v"}},
+		{Source: core.ScriptRelease.Source(), Keys: []string{"k"}, Args: []string{"v"}},
+	}
+	n.EvalBatch(t.Context(), calls)
+	for _, c := range calls {
+		require.ErrorIs(t, c.Err, rueidis.ErrClosing)
+	}
+	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func() {})
+	require.ErrorIs(t, err, rueidis.ErrClosing)
+}
+
+// TestWatchUnsubscribes checks that the server forgets a channel once the
+// node's last watch of it has stopped, and not before: rueidis leaves the
+// subscription in place when Receive returns.
+func TestWatchUnsubscribes(t *testing.T) {
+	t.Parallel()
+	_, client := startServer(t)
+	n, err := qlrueidis.New(client)
+	require.NoError(t, err)
+	ch := core.ReleaseChannel("k")
+	subscribers := func() int64 {
+		v, err := client.Do(t.Context(), client.B().PubsubNumsub().Channel(ch).Build()).AsIntMap()
+		require.NoError(t, err)
+		return v[ch]
+	}
+	stopA, err := n.Watch(t.Context(), ch, func() {})
+	require.NoError(t, err)
+	stopB, err := n.Watch(t.Context(), ch, func() {})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), subscribers(), "both watches share the client's connection")
+	stopA()
+	assert.Equal(t, int64(1), subscribers(), "another watch of the channel remains")
+	stopB()
+	assert.Equal(t, int64(0), subscribers(), "the last stop unsubscribes")
+}
+
+// TestWatchResubscribes restarts the server under a watch: Receive ends
+// with the connection, the watch subscribes again on the new one, says so
+// with one notice, and sees later releases.
+func TestWatchResubscribes(t *testing.T) {
+	t.Parallel()
+	srv, client := startServer(t)
+	n, err := qlrueidis.New(client)
+	require.NoError(t, err)
+
+	const k = "lock"
+	ch := core.ReleaseChannel(k)
+	notices := make(chan struct{}, 16)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	stop, err := n.Watch(ctx, ch, func() {
+		select {
+		case notices <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, err)
+	defer stop()
+
+	require.NoError(t, srv.Restart(t.Context()))
+	select {
+	case <-notices:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notice after the watch subscribed again")
+	}
+	require.Eventually(t, func() bool {
+		ok, err := n.SetNX(t.Context(), k, "v", time.Minute)
+		return err == nil && ok
+	}, 5*time.Second, 20*time.Millisecond, "the client reconnects")
+	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k}, []string{"v", ch})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r)
+	select {
+	case <-notices:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notice of a release after the restart")
+	}
+	stop()
+	stop()
+}

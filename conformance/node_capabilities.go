@@ -1,0 +1,382 @@
+package conformance
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// The checks of the optional node capabilities (core.Batcher,
+// core.Watcher). A node without the capability passes them: core falls
+// back to plain Node calls. They log instead of skipping, so that a run
+// under CI=true, where nothing may be skipped, still passes for backends
+// that lack one.
+
+func batcherOf(t *testing.T, n core.Node) (core.Batcher, bool) {
+	t.Helper()
+	b, ok := n.(core.Batcher)
+	if !ok {
+		t.Logf("%T does not implement core.Batcher: nothing to check", n)
+	}
+	return b, ok
+}
+
+func watcherOf(t *testing.T, n core.Node) (core.Watcher, bool) {
+	t.Helper()
+	w, ok := n.(core.Watcher)
+	if !ok {
+		t.Logf("%T does not implement core.Watcher: nothing to check", n)
+	}
+	return w, ok
+}
+
+// unknownSHA is the SHA of a script no server has seen.
+func unknownSHA(t *testing.T) string {
+	sum := sha1.Sum([]byte("return 'never loaded' -- " + t.Name()))
+	return hex.EncodeToString(sum[:])
+}
+
+// batch checks that one EvalBatch mixing EVAL, EVALSHA and an unknown SHA
+// gives each call the reply (or error) a single call would get, in order,
+// and acts on the server.
+func batch(t *testing.T, h Harness) {
+	n, s := oneNode(t, h)
+	b, ok := batcherOf(t, n)
+	if !ok {
+		return
+	}
+	ctx, base := t.Context(), key(t)
+	b.EvalBatch(ctx, nil) // nothing to do, and no panic
+
+	extendEval, releaseEval := base+":extend-eval", base+":release-eval"
+	releaseSHA, extendSHA, theirs := base+":release-sha", base+":extend-sha", base+":theirs"
+	for _, k := range []string{extendEval, extendSHA} {
+		require.NoError(t, s.Set(ctx, 0, k, "mine", 2*time.Second))
+	}
+	for _, k := range []string{releaseEval, releaseSHA} {
+		require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
+	}
+	require.NoError(t, s.Set(ctx, 0, theirs, "theirs", time.Minute))
+	// Load the scripts run by SHA, on the very keys (a Redis Cluster
+	// caches scripts per master), with a value that changes nothing.
+	for k, sc := range map[string]*core.Script{releaseSHA: core.ScriptRelease, theirs: core.ScriptRelease, extendSHA: core.ScriptExtend} {
+		r, err := n.Eval(ctx, sc.Source(), []string{k}, []string{"nobody", "60000"})
+		require.NoError(t, err)
+		require.Equal(t, int64(0), r)
+	}
+
+	calls := []core.Call{
+		{Source: core.ScriptExtend.Source(), Keys: []string{extendEval}, Args: []string{"mine", "60000"}},
+		{Source: core.ScriptRelease.Source(), Keys: []string{releaseEval}, Args: []string{"mine"}},
+		{SHA: unknownSHA(t), Keys: []string{base + ":noscript"}, Args: []string{"x"}},
+		{SHA: core.ScriptRelease.SHA(), Keys: []string{releaseSHA}, Args: []string{"mine"}},
+		{SHA: core.ScriptRelease.SHA(), Keys: []string{theirs}, Args: []string{"mine"}},
+		{SHA: core.ScriptExtend.SHA(), Keys: []string{extendSHA}, Args: []string{"mine", "60000"}},
+		{Source: core.ScriptExtend.Source(), Keys: []string{base + ":missing"}, Args: []string{"mine", "60000"}},
+	}
+	want := []any{int64(1), int64(1), nil, int64(1), int64(0), int64(1), int64(0)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.EvalBatch(ctx, calls)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("EvalBatch did not return within 5 s")
+	}
+	for i, c := range calls {
+		if i == 2 {
+			require.Error(t, c.Err, "EVALSHA of an unknown SHA")
+			assert.Equal(t, core.KindNoScript, n.Classify(c.Err), "NOSCRIPT in a batch must be classified as for EvalSHA: %v", c.Err)
+			assert.Nil(t, c.Reply)
+			continue
+		}
+		require.NoError(t, c.Err, "call %d", i)
+		assert.Equal(t, want[i], c.Reply, "call %d", i)
+	}
+
+	for _, k := range []string{extendEval, extendSHA} {
+		v, ttl, found, err := s.Get(ctx, 0, k)
+		require.NoError(t, err)
+		require.True(t, found, "%s", k)
+		assert.Equal(t, "mine", v)
+		assert.InDelta(t, 60000, ttl.Milliseconds(), 1000, "%s: the batch's PEXPIRE must take effect", k)
+	}
+	for _, k := range []string{releaseEval, releaseSHA} {
+		_, _, found, err := s.Get(ctx, 0, k)
+		require.NoError(t, err)
+		assert.False(t, found, "%s: the batch's release must delete the key", k)
+	}
+	assert.Equal(t, []string{"theirs"}, valuesOf(t, s, theirs), "another owner's key must stay")
+	_, _, found, err := s.Get(ctx, 0, base+":missing")
+	require.NoError(t, err)
+	assert.False(t, found, "extending a missing key must not create it")
+
+	// Many calls: each reply lands in its own call, in order.
+	many := make([]core.Call, 64)
+	for i := range many {
+		k := fmt.Sprintf("%s:many:%d", base, i)
+		if i%3 == 0 {
+			require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
+		}
+		many[i] = core.Call{SHA: core.ScriptExtend.SHA(), Source: core.ScriptExtend.Source(), Keys: []string{k}, Args: []string{"mine", "30000"}}
+	}
+	b.EvalBatch(ctx, many)
+	for i, c := range many {
+		require.NoError(t, c.Err, "call %d", i)
+		want := int64(0)
+		if i%3 == 0 {
+			want = 1
+		}
+		assert.Equal(t, want, c.Reply, "call %d", i)
+	}
+}
+
+// batchCalls is a batch that would release k (held as "mine") and extend
+// it, by source and by SHA.
+func batchCalls(k string) []core.Call {
+	return []core.Call{
+		{Source: core.ScriptExtend.Source(), Keys: []string{k}, Args: []string{"mine", "60000"}},
+		{SHA: core.ScriptExtend.SHA(), Keys: []string{k}, Args: []string{"mine", "60000"}},
+		{Source: core.ScriptRelease.Source(), Keys: []string{k}, Args: []string{"mine"}},
+		{SHA: core.ScriptRelease.SHA(), Keys: []string{k}, Args: []string{"mine"}},
+	}
+}
+
+// batchCancelled checks that a batch whose context has ended fails every
+// call, promptly, and acts on nothing.
+func batchCancelled(t *testing.T, h Harness) {
+	n, s := oneNode(t, h)
+	b, ok := batcherOf(t, n)
+	if !ok {
+		return
+	}
+	k := key(t)
+	require.NoError(t, s.Set(t.Context(), 0, k, "mine", 10*time.Second))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	calls := batchCalls(k)
+	returnsWithin(t, 2*time.Second, func() error { b.EvalBatch(ctx, calls); return nil })
+	for i, c := range calls {
+		require.Error(t, c.Err, "call %d of a batch with a cancelled context", i)
+		assert.Equal(t, core.KindContext, n.Classify(c.Err), "call %d: %v", i, c.Err)
+		assert.Nil(t, c.Reply)
+	}
+	v, ttl, found, err := s.Get(t.Context(), 0, k)
+	require.NoError(t, err)
+	require.True(t, found, "a cancelled batch must not release")
+	assert.Equal(t, "mine", v)
+	assert.LessOrEqual(t, ttl, 10*time.Second, "a cancelled batch must not extend")
+}
+
+// batchOnPausedServer checks that a batch to a server that does not
+// answer returns when its context ends, with every call failed.
+func batchOnPausedServer(t *testing.T, h Harness) {
+	s := h.Isolated(t, 1)
+	n := s.Nodes(t)[0]
+	b, ok := batcherOf(t, n)
+	if !ok {
+		return
+	}
+	k := key(t)
+	require.NoError(t, s.Set(t.Context(), 0, k, "mine", time.Minute))
+	// Warm the connection up so the pause hits an established one too.
+	warm := batchCalls(k + ":warm")
+	b.EvalBatch(t.Context(), warm)
+	require.NoError(t, warm[0].Err)
+
+	require.NoError(t, s.Pause(0))
+	defer func() { require.NoError(t, s.Resume(0)) }()
+	calls := batchCalls(k)
+	returnsWithin(t, 2*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		b.EvalBatch(ctx, calls)
+		return nil
+	})
+	for i, c := range calls {
+		assert.Error(t, c.Err, "call %d of a batch to a paused server must fail when its context ends", i)
+	}
+}
+
+// notices counts notify calls without ever blocking.
+type notices chan struct{}
+
+func newNotices() notices { return make(notices, 64) }
+
+func (c notices) notify() {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// await fails the test unless a notice arrives within d.
+func (c notices) await(t *testing.T, d time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(d):
+		require.Fail(t, "no notice", msgAndArgs...)
+	}
+}
+
+// none fails the test if a notice arrives within d.
+func (c notices) none(t *testing.T, d time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	select {
+	case <-c:
+		assert.Fail(t, "unexpected notice", msgAndArgs...)
+	case <-time.After(d):
+	}
+}
+
+// release runs the release script through n as core does, publishing on
+// the key's release channel, and returns its reply.
+func release(t *testing.T, n core.Node, k, value string) any {
+	t.Helper()
+	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k}, []string{value, core.ReleaseChannel(k)})
+	require.NoError(t, err)
+	return r
+}
+
+// watchFor subscribes to ch with a bounded context and stops when the
+// test ends.
+func watchFor(t *testing.T, w core.Watcher, ch string, c notices) func() {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	stop, err := w.Watch(ctx, ch, c.notify)
+	require.NoError(t, err, "Watch(%q)", ch)
+	require.NotNil(t, stop)
+	t.Cleanup(stop)
+	return stop
+}
+
+// watch checks that a Watch sees the releases of its key, and only those
+// that delete it, until stopped.
+func watch(t *testing.T, h Harness) {
+	n, s := oneNode(t, h)
+	w, ok := watcherOf(t, n)
+	if !ok {
+		return
+	}
+	ctx, k := t.Context(), key(t)
+	ch := core.ReleaseChannel(k)
+	a, b := newNotices(), newNotices()
+	stopA := watchFor(t, w, ch, a)
+
+	// A release that deletes nothing publishes nothing. The release that
+	// follows is the control: its notice arrives after any the first
+	// could have caused.
+	require.NoError(t, s.Set(ctx, 0, k, "theirs", time.Minute))
+	assert.Equal(t, int64(0), release(t, n, k, "mine"))
+	require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
+	assert.Equal(t, int64(1), release(t, n, k, "mine"))
+	a.await(t, 5*time.Second, "the release of a held key must notify its watcher")
+	a.none(t, 100*time.Millisecond, "a release that deleted nothing must not notify")
+
+	// Another key's release is not this watcher's business.
+	other := k + ":other"
+	require.NoError(t, s.Set(ctx, 0, other, "mine", time.Minute))
+	assert.Equal(t, int64(1), release(t, n, other, "mine"))
+
+	// A second watch of the same channel, on the same node: stopping the
+	// first must leave it working.
+	stopB := watchFor(t, w, ch, b)
+	returnsWithin(t, 5*time.Second, func() error { stopA(); return nil })
+	stopA() // a second stop is harmless
+	require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
+	assert.Equal(t, int64(1), release(t, n, k, "mine"))
+	b.await(t, 5*time.Second, "a watch must survive the stop of another watch of its channel")
+	a.none(t, 100*time.Millisecond, "a stopped watch must not notify (nor the other key's release)")
+	returnsWithin(t, 5*time.Second, func() error { stopB(); stopB(); return nil })
+
+	// Watching again after both stopped works.
+	c := newNotices()
+	watchFor(t, w, ch, c)
+	require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
+	assert.Equal(t, int64(1), release(t, n, k, "mine"))
+	c.await(t, 5*time.Second, "a new watch of a channel whose watches all stopped")
+	b.none(t, 0, "a stopped watch must not notify")
+}
+
+// watchOnPausedServer checks that Watch and stop stay bounded when the
+// server does not answer, and that watching works again once it does.
+func watchOnPausedServer(t *testing.T, h Harness) {
+	s := h.Isolated(t, 1)
+	n := s.Nodes(t)[0]
+	w, ok := watcherOf(t, n)
+	if !ok {
+		return
+	}
+	k := key(t)
+	// Warm the node up, then watch before the pause.
+	_, err := n.SetNX(t.Context(), k+":warm", "v", time.Minute)
+	require.NoError(t, err)
+	a := newNotices()
+	stop := watchFor(t, w, core.ReleaseChannel(k), a)
+
+	require.NoError(t, s.Pause(0))
+	resumed := false
+	defer func() {
+		if !resumed {
+			require.NoError(t, s.Resume(0))
+		}
+	}()
+	returnsWithin(t, 3*time.Second, func() error { stop(); return nil })
+
+	err = returnsWithin(t, 3*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		stop, err := w.Watch(ctx, core.ReleaseChannel(k+":paused"), func() {})
+		if err == nil {
+			stop()
+		}
+		return err
+	})
+	require.Error(t, err, "Watch on a paused server must fail when its context ends")
+
+	require.NoError(t, s.Resume(0))
+	resumed = true
+	b := newNotices()
+	watchFor(t, w, core.ReleaseChannel(k), b)
+	require.NoError(t, s.Set(t.Context(), 0, k, "mine", time.Minute))
+	assert.Equal(t, int64(1), release(t, n, k, "mine"))
+	b.await(t, 5*time.Second, "a watch made after the server resumed")
+	a.none(t, 0, "a watch stopped during the pause must not notify")
+}
+
+// capabilitiesOnClosedClient checks that a node whose client is closed
+// fails batches and watches, and never hangs.
+func capabilitiesOnClosedClient(t *testing.T, h Harness) {
+	n := h.ClosedNode(t)
+	if b, ok := n.(core.Batcher); ok {
+		calls := batchCalls(key(t))
+		returnsWithin(t, 2*time.Second, func() error { b.EvalBatch(t.Context(), calls); return nil })
+		for i, c := range calls {
+			assert.Error(t, c.Err, "call %d of a batch on a closed client", i)
+		}
+	}
+	if w, ok := n.(core.Watcher); ok {
+		err := returnsWithin(t, 3*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			stop, err := w.Watch(ctx, core.ReleaseChannel(key(t)), func() {})
+			if err == nil {
+				stop()
+			}
+			return err
+		})
+		assert.Error(t, err, "Watch on a closed client")
+	}
+}
