@@ -35,6 +35,38 @@
 // script and succeeds only on a quorum within the current validity, with the
 // new validity measured from the start of the extending round.
 //
+// # Keeping a lock, and knowing when it is gone
+//
+// Lock.KeepAlive extends a lock every TTL/3 (WithKeepAlive) until it is
+// released, retrying within the remaining validity when nodes fail
+// (WithKeepAliveRetry) and stopping at WithMaxHold. One goroutine per
+// Locker renews all its kept-alive locks, the due ones together: one round
+// trip per node per tick on Batcher nodes, however many locks. It runs
+// only while some lock is kept alive; Release of the last one, and Close,
+// end it.
+//
+// A lock ends when it is released, when an extension finds it gone from a
+// quorum, or when its validity runs out (for a kept-alive lock: when no
+// extension reached a quorum in time). Lock.Done is closed then, Lock.Err
+// says why, and Lock.Context gives a context cancelled with that cause.
+// Locker.Do ties it together: acquire, keep alive, run fn with a context
+// that ends with the lock, release.
+//
+// # Fast hand-off
+//
+// ScriptRelease publishes on ReleaseChannel(key) when it deletes a lock.
+// After a round lost to another holder, Acquire subscribes on the Watcher
+// nodes and the release of the holder wakes one of the Locker's waiters at
+// once, instead of after its retry delay (WithWakeOnRelease). Locks that
+// expire instead of being released publish nothing; the retry delay covers
+// them.
+//
+// # Fencing tokens
+//
+// With WithFencing, Lock.Token is a number that grows with every
+// acquisition of a key; see Lock.Token for the scheme, what it guarantees
+// and what it assumes.
+//
 // # Guarantees and their limits
 //
 // While Lock.Validity is positive, no other client of a correctly configured
@@ -98,10 +130,12 @@
 //   - Close what the node created, never a client the user handed in.
 //   - Pass the conformance suite (package conformance) from your tests.
 //
-// Optional capabilities, such as pipelining many operations in one round
-// trip, will be small extra interfaces that a Node may implement, discovered
-// by a type assertion in one place, each with a fallback that gives the same
-// results.
+// Optional capabilities are small extra interfaces that a Node may
+// implement, discovered by a type assertion, each with a fallback that gives
+// the same results: Batcher (many scripts in one round trip, used by the
+// keep-alive; without it, calls go one by one) and Watcher (release-notice
+// subscriptions, used to wake waiters; without it, waiters poll). The
+// drivers of this module implement both.
 //
 // # Package dependencies
 //
