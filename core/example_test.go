@@ -132,3 +132,63 @@ func ExampleWithStrategy() {
 	// Output:
 	// 3
 }
+
+// Do runs a function under the lock, keeps the lock alive however long
+// the function takes, and releases it afterwards. The function's context
+// ends if the lock is lost, with the reason as its cause.
+func ExampleLocker_Do() {
+	ctx := context.Background()
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)), core.WithTTL(300*time.Millisecond))
+	defer locker.Close()
+
+	err := locker.Do(ctx, "nightly-report", func(ctx context.Context) error {
+		select {
+		case <-time.After(time.Second): // more than three TTLs of work
+			fmt.Println("work done, lock still held")
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx) // the lock was lost: stop
+		}
+	})
+	fmt.Println("err:", err)
+	// Output:
+	// work done, lock still held
+	// err: <nil>
+}
+
+// Done and Err tell a holder when its lock stops being safe to use.
+func ExampleLock_Done() {
+	ctx := context.Background()
+	nodes := memory.NewNodes(3)
+	locker, _ := core.New(memory.AsNodes(nodes), core.WithTTL(time.Second))
+	defer locker.Close()
+
+	lock, _ := locker.Acquire(ctx, "job")
+	_ = lock.KeepAlive()
+	for _, n := range nodes[:2] { // someone deletes the lock behind our back
+		n.Set("job", "", time.Nanosecond)
+	}
+	<-lock.Done() // at the next extension, a third of the TTL later
+	fmt.Println(errors.Is(lock.Err(), core.ErrLockLost))
+	// Output:
+	// true
+}
+
+// With fencing on, every acquisition of a key gets a larger token, which a
+// storage layer can use to refuse writes from a holder that lost the lock
+// without knowing it.
+func ExampleLock_Token() {
+	ctx := context.Background()
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)), core.WithFencing())
+	defer locker.Close()
+
+	for range 3 {
+		lock, _ := locker.Acquire(ctx, "ledger")
+		fmt.Println("token", lock.Token())
+		_ = lock.Release(ctx)
+	}
+	// Output:
+	// token 1
+	// token 2
+	// token 3
+}
