@@ -38,6 +38,25 @@
 // cancelled in flight reaches the server after it: a Locker's clean-up after
 // a round that cancelled its calls depends on it.
 //
+// Lifecycle follows a lock after it is taken: a lock kept alive through Do
+// for five TTLs stays on the servers and fn's context stays live; a
+// majority of servers stopped under Do ends fn's context within one TTL
+// with a cause matching core.ErrLockLost and core.ErrUnavailable; a key
+// deleted from every server is found lost by the next extension, well
+// before the validity would run out; Release ends the lock (Done,
+// core.ErrReleased) and its renewals; and a waiter in Acquire over nodes
+// that are core.Watchers wakes on the holder's release instead of sleeping
+// out its retry delay.
+//
+// Fencing checks core.WithFencing's tokens: 16 Lockers over five servers
+// take one key 2000 times (WithFencingAcquisitions) while one or two
+// servers at a time are stopped and restarted with their data
+// (Servers.StopKeepingData), and the tokens, in critical-section order,
+// must strictly increase; and, over clusters when the harness has them,
+// tokens per key (with and without hash tags) strictly increase through
+// several Lockers, one after another and concurrently, with the counter
+// (core.FenceKey) on the servers at the last token.
+//
 // Cluster runs when the harness's servers are Redis Clusters
 // (ClusterServers; redistest.ClusterHarness starts real 3-master ones):
 // locks on keys over every master, every key of one lock in one hash slot

@@ -51,12 +51,20 @@ type Servers interface {
 	// Set writes key on server i with an expiry (0: none), as a rival lock
 	// holder or plain data would.
 	Set(ctx context.Context, i int, key, value string, ttl time.Duration) error
+	// Del deletes key on server i, as an operator or a flush would.
+	Del(ctx context.Context, i int, key string) error
 
 	// FlushScripts empties the script cache of server i (SCRIPT FLUSH).
 	FlushScripts(ctx context.Context, i int) error
 	// Stop takes server i down; its keys are lost.
 	Stop(i int) error
-	// Start brings a stopped server i back, empty.
+	// StopKeepingData takes server i down the way a server with
+	// persistence goes down: the next Start brings it back with the keys
+	// it held when it stopped (those not expired since). It does not
+	// change what a later plain Stop does.
+	StopKeepingData(i int) error
+	// Start brings a stopped server i back: empty after Stop, with its
+	// keys after StopKeepingData. Scripts are never kept.
 	Start(i int) error
 	// Pause makes server i accept requests and answer none (SIGSTOP).
 	Pause(i int) error

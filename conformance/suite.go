@@ -48,6 +48,7 @@ type runConfig struct {
 	strategies []Strategy
 	sizes      []int
 	increments int
+	fencing    int
 	leakGrace  time.Duration
 }
 
@@ -67,6 +68,12 @@ func WithIncrements(n int) RunOption {
 	return func(c *runConfig) { c.increments = n }
 }
 
+// WithFencingAcquisitions sets how many fenced acquisitions the 16
+// goroutines of Fencing/StrictlyIncreasing make in all. Default: 2000.
+func WithFencingAcquisitions(n int) RunOption {
+	return func(c *runConfig) { c.fencing = n }
+}
+
 // WithLeakGrace gives goroutines up to d to end after the harness is
 // closed, before the leak check fails the run: for a driver whose clients
 // finish closing in the background after Close returns. Goroutines still
@@ -83,6 +90,11 @@ func WithLeakGrace(d time.Duration) RunOption {
 //   - Locker/N=<n>/<strategy>: the locker properties over n nodes;
 //   - MutualExclusion/<strategy>: 32 goroutines incrementing a counter held
 //     on a server under the lock, which must end exact;
+//   - Lifecycle: keep-alive, the notice of a lock's end (Done, Err,
+//     Context, Do) on outages, deleted keys and release, and the wake of a
+//     waiter on release;
+//   - Fencing: tokens strictly increasing across many Lockers while
+//     servers restart with their data, and per key over clusters;
 //   - Cluster: when the harness's servers are Redis Clusters
 //     (ClusterServers), keys over every master, one slot per lock, and a
 //     master killed mid-run.
@@ -105,6 +117,14 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 			runCluster(t, h)
 		})
 	}
+	t.Run("Lifecycle", func(t *testing.T) {
+		t.Parallel()
+		runLifecycle(t, h)
+	})
+	t.Run("Fencing", func(t *testing.T) {
+		t.Parallel()
+		runFencing(t, h, cfg)
+	})
 	t.Run("Locker", func(t *testing.T) {
 		t.Parallel()
 		for _, n := range cfg.sizes {
@@ -129,7 +149,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 // begin starts a run: it applies opts, makes the harness, and arranges for
 // it to be closed and for goroutines left behind to fail the run.
 func begin(t *testing.T, newHarness HarnessMaker, opts []RunOption) (Harness, runConfig) {
-	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, leakGrace: leakwait.DefaultGrace}
+	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, fencing: 2000, leakGrace: leakwait.DefaultGrace}
 	for _, o := range opts {
 		o(&cfg)
 	}

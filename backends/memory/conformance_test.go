@@ -36,7 +36,7 @@ func (h *harness) Shared(_ *testing.T, n int) conformance.Servers {
 }
 
 func (h *harness) Isolated(_ *testing.T, n int) conformance.Servers {
-	return &servers{list: memory.NewNodes(n)}
+	return &servers{list: memory.NewNodes(n), keep: make([]bool, n)}
 }
 
 func (h *harness) ClosedNode(*testing.T) core.Node {
@@ -50,6 +50,9 @@ func (h *harness) Close() error { return nil }
 type servers struct {
 	list   []*memory.Node
 	shared bool
+
+	mu   sync.Mutex
+	keep []bool // per node: stopped with StopKeepingData
 }
 
 func (s *servers) Len() int { return len(s.list) }
@@ -72,6 +75,22 @@ func (s *servers) Set(_ context.Context, i int, key, value string, ttl time.Dura
 	return nil
 }
 
+// Del deletes key with the release script, which deletes it only while
+// it holds the value read just before: another write in between is seen,
+// and the read is tried again.
+func (s *servers) Del(ctx context.Context, i int, key string) error {
+	for {
+		v, _, ok := s.list[i].Get(key)
+		if !ok {
+			return nil
+		}
+		reply, err := s.list[i].Eval(ctx, core.ScriptRelease.Source(), []string{key}, []string{v})
+		if err != nil || reply == int64(1) {
+			return err
+		}
+	}
+}
+
 func (s *servers) fault(i int, f func(*memory.Node)) error {
 	if s.shared {
 		return conformance.ErrShared
@@ -83,8 +102,32 @@ func (s *servers) fault(i int, f func(*memory.Node)) error {
 func (s *servers) FlushScripts(_ context.Context, i int) error {
 	return s.fault(i, (*memory.Node).FlushScripts)
 }
-func (s *servers) Stop(i int) error   { return s.fault(i, (*memory.Node).Stop) }
-func (s *servers) Start(i int) error  { return s.fault(i, (*memory.Node).Start) }
+func (s *servers) Stop(i int) error { return s.fault(i, func(n *memory.Node) { s.stop(i, n, false) }) }
+
+func (s *servers) StopKeepingData(i int) error {
+	return s.fault(i, func(n *memory.Node) { s.stop(i, n, true) })
+}
+
+func (s *servers) stop(i int, n *memory.Node, keep bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n.Stop()
+	s.keep[i] = keep
+}
+
+func (s *servers) Start(i int) error {
+	return s.fault(i, func(n *memory.Node) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.keep[i] {
+			n.StartKeepingData()
+		} else {
+			n.Start()
+		}
+		s.keep[i] = false
+	})
+}
+
 func (s *servers) Pause(i int) error  { return s.fault(i, (*memory.Node).Pause) }
 func (s *servers) Resume(i int) error { return s.fault(i, (*memory.Node).Resume) }
 
@@ -115,4 +158,21 @@ func (h *handle) Eval(ctx context.Context, script string, keys, args []string) (
 		return nil, memory.ErrClosed
 	}
 	return h.Node.Eval(ctx, script, keys, args)
+}
+
+func (h *handle) EvalBatch(ctx context.Context, calls []core.Call) {
+	if h.closed.Load() {
+		for i := range calls {
+			calls[i].Err = memory.ErrClosed
+		}
+		return
+	}
+	h.Node.EvalBatch(ctx, calls)
+}
+
+func (h *handle) Watch(ctx context.Context, channel string, notify func()) (func(), error) {
+	if h.closed.Load() {
+		return nil, memory.ErrClosed
+	}
+	return h.Node.Watch(ctx, channel, notify)
 }

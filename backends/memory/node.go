@@ -481,6 +481,16 @@ func (n *Node) Start() {
 	clear(n.scripts)
 }
 
+// StartKeepingData brings a stopped node back the way a Redis server with
+// persistence restarts: with the keys it held (those not expired since)
+// but no cached scripts.
+func (n *Node) StartKeepingData() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.down = false
+	clear(n.scripts)
+}
+
 // Pause makes calls wait, as a server stopped with SIGSTOP does, until
 // Resume or until their context ends.
 func (n *Node) Pause() {

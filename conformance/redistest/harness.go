@@ -132,6 +132,7 @@ type target interface {
 	control() redis.UniversalClient
 	flushScripts(ctx context.Context) error
 	stop() error
+	stopKeepingData(ctx context.Context) error
 	start(ctx context.Context) error
 	pause() error
 	resume() error
@@ -280,6 +281,13 @@ func (s *servers) Set(ctx context.Context, i int, key, value string, ttl time.Du
 	return nil
 }
 
+func (s *servers) Del(ctx context.Context, i int, key string) error {
+	if err := s.list[i].control().Del(ctx, key).Err(); err != nil {
+		return fmt.Errorf("redistest: DEL on %v: %w", s.list[i].addrs(), err)
+	}
+	return nil
+}
+
 func (s *servers) FlushScripts(ctx context.Context, i int) error {
 	if s.shared {
 		return conformance.ErrShared
@@ -295,6 +303,10 @@ func (s *servers) fault(i int, f func(target) error) error {
 }
 
 func (s *servers) Stop(i int) error { return s.fault(i, target.stop) }
+
+func (s *servers) StopKeepingData(i int) error {
+	return s.fault(i, func(tg target) error { return tg.stopKeepingData(context.Background()) })
+}
 
 func (s *servers) Start(i int) error {
 	return s.fault(i, func(tg target) error { return tg.start(context.Background()) })
@@ -323,7 +335,10 @@ func (s *single) control() redis.UniversalClient { return s.ctl }
 func (s *single) flushScripts(ctx context.Context) error {
 	return s.ctl.ScriptFlush(ctx).Err()
 }
-func (s *single) stop() error                     { return s.Stop() }
+func (s *single) stop() error { return s.Stop() }
+func (s *single) stopKeepingData(ctx context.Context) error {
+	return s.StopKeepingData(ctx)
+}
 func (s *single) start(ctx context.Context) error { return s.Restart(ctx) }
 func (s *single) pause() error                    { return s.Pause() }
 func (s *single) resume() error                   { return s.Resume() }
@@ -349,11 +364,16 @@ func (c clusterTarget) flushScripts(ctx context.Context) error {
 		return cl.ScriptFlush(ctx).Err()
 	})
 }
-func (c clusterTarget) stop() error                     { return c.Stop() }
-func (c clusterTarget) start(ctx context.Context) error { return c.Restart(ctx) }
-func (c clusterTarget) pause() error                    { return c.Pause() }
-func (c clusterTarget) resume() error                   { return c.Resume() }
-func (c clusterTarget) close() error                    { return c.Close() }
+func (c clusterTarget) stop() error { return c.Stop() }
+
+// errClusterKeep is StopKeepingData's answer for a cluster.
+var errClusterKeep = fmt.Errorf("redistest: StopKeepingData is not supported for clusters: %w", errors.ErrUnsupported)
+
+func (c clusterTarget) stopKeepingData(context.Context) error { return errClusterKeep }
+func (c clusterTarget) start(ctx context.Context) error       { return c.Restart(ctx) }
+func (c clusterTarget) pause() error                          { return c.Pause() }
+func (c clusterTarget) resume() error                         { return c.Resume() }
+func (c clusterTarget) close() error                          { return c.Close() }
 
 // clusterServers are servers that are each a Redis Cluster.
 type clusterServers struct{ *servers }

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +46,8 @@ const startTimeout = 15 * time.Second
 
 // Server is one redis-server process on a loopback port, owned by the code
 // that started it. It runs without persistence, so a restarted server comes
-// back empty. Its methods are safe for concurrent use.
+// back empty, unless it was stopped with StopKeepingData. Its methods are
+// safe for concurrent use.
 type Server struct {
 	bin  string
 	port int
@@ -57,6 +60,7 @@ type Server struct {
 	output *lockedBuffer // the process's stdout and stderr, for error reports
 	paused bool
 	closed bool
+	keep   bool // the next Restart loads the snapshot StopKeepingData wrote
 }
 
 // ServerOption configures a Server.
@@ -245,7 +249,55 @@ func (s *Server) runningLocked() bool {
 
 // Stop shuts the server down (SIGTERM) and waits for the process to end.
 // Without persistence its keys are gone; Restart brings it back empty.
-func (s *Server) Stop() error { return s.signalAndWait(syscall.SIGTERM) }
+func (s *Server) Stop() error {
+	err := s.signalAndWait(syscall.SIGTERM)
+	s.mu.Lock()
+	s.keep = false
+	s.mu.Unlock()
+	return err
+}
+
+// snapshot is the file redis-server saves to and loads from, in its
+// directory (the default dbfilename).
+const snapshot = "dump.rdb"
+
+// StopKeepingData shuts the server down as a server with persistence goes
+// down: it sends SHUTDOWN SAVE, which writes every key to a snapshot and
+// exits with no command run in between, and waits for the process to end.
+// The next Restart loads the snapshot: the server comes back with its keys
+// (those not expired meanwhile, with their expiry times) and no scripts.
+// A paused server cannot be stopped this way.
+func (s *Server) StopKeepingData(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.runningLocked() {
+		s.mu.Unlock()
+		return fmt.Errorf("redistest: stop keeping data of %s, which is not running", s.Addr())
+	}
+	if s.paused {
+		s.mu.Unlock()
+		return fmt.Errorf("redistest: stop keeping data of %s, which is paused", s.Addr())
+	}
+	exited := s.exited
+	s.mu.Unlock()
+
+	cl := plainClient(s.Addr())
+	// The server closes the connection as it exits: a reply error is
+	// expected, and only matters if the process stays up.
+	reply := cl.ShutdownSave(ctx).Err()
+	_ = cl.Close()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("redistest: %s still running 10s after SHUTDOWN SAVE (reply: %v): %s", s.Addr(), reply, s.Output())
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, snapshot)); err != nil {
+		return fmt.Errorf("redistest: %s wrote no snapshot at SHUTDOWN SAVE (reply: %v): %w", s.Addr(), reply, err)
+	}
+	s.mu.Lock()
+	s.keep = true
+	s.mu.Unlock()
+	return nil
+}
 
 // Kill kills the server (SIGKILL) and waits for the process to end.
 func (s *Server) Kill() error { return s.signalAndWait(syscall.SIGKILL) }
@@ -277,9 +329,14 @@ func (s *Server) signalAndWait(sig syscall.Signal) error {
 	return nil
 }
 
-// Restart starts a stopped or killed server again on the same port, empty,
-// and waits until it answers. It stops a running server first.
+// Restart starts a stopped or killed server again on the same port and
+// waits until it answers: empty, or with its keys after StopKeepingData.
+// It kills a running server first (which then comes back empty).
 func (s *Server) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	keep := s.keep && !s.runningLocked()
+	s.keep = false
+	s.mu.Unlock()
 	if err := s.Kill(); err != nil {
 		return err
 	}
@@ -288,6 +345,11 @@ func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Unlock()
 	if closed {
 		return errors.New("redistest: restart of a closed server")
+	}
+	if !keep {
+		if err := os.Remove(filepath.Join(s.dir, snapshot)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("redistest: %w", err)
+		}
 	}
 	// The port can stay busy for a moment after the kill.
 	var err error
