@@ -20,11 +20,17 @@ import (
 // together splits the nodes' votes so that often none wins (measured: 32
 // goroutines of one Locker on 3 nodes took ten times longer with every
 // waiter woken). A release publishes on every node, so notices that arrive
-// while the woken waiter's round runs are the same release, and are
-// dropped. The others keep their retry delay as a fallback.
+// while the woken waiter's round runs are mostly the same release: they
+// are held back until that round is over, and passed on to one waiter only
+// if it lost. The others keep their retry delay as a fallback.
 
 // watchLinger is how long a key's subscription outlives its last waiter.
 const watchLinger = time.Second
+
+// minSubscribeTimeout is the least time a subscription may take. It runs
+// beside the waiter's polling, not in its way, so it can be generous: a
+// fresh connection on a loaded machine can take longer than a node call.
+const minSubscribeTimeout = time.Second
 
 // hub holds a Locker's release-notice subscriptions, by channel.
 type hub struct {
@@ -34,20 +40,21 @@ type hub struct {
 	mu      sync.Mutex
 	subs    map[string]*watch
 	closed  bool
-	lingers sync.WaitGroup // subscriptions waiting out their linger
+	pending sync.WaitGroup // subscriptions being made, and lingering ones
 }
 
 // watch is the subscription of one channel on every node that can.
 type watch struct {
 	channel string
-	ready   chan struct{} // closed once the subscriptions are made
 
 	// guarded by hub.mu
 	refs   int
 	queue  []*waiter // waiting for a notice, longest waiting first
 	busy   *waiter   // woken, its round not yet over
+	missed bool      // a notice came while busy's round ran
 	stops  []func()
 	active bool  // at least one node subscribed
+	ended  bool  // stopped: a subscription made later is stopped at once
 	linger Timer // runs while refs is 0
 }
 
@@ -55,59 +62,68 @@ func newHub(l *Locker) *hub {
 	return &hub{l: l, unsupported: make([]atomic.Bool, len(l.nodes)), subs: make(map[string]*watch)}
 }
 
-// join returns the subscription to the release notices of rkey, making it
-// if needed; its subscribing is bounded by the node timeout. The caller
-// must leave it.
-func (h *hub) join(ctx context.Context, rkey string) *watch {
+// join returns the subscription to the release notices of rkey, with me
+// queued on it; the caller must leave it. A new subscription is made in
+// the background, so the waiter keeps polling meanwhile; once the first
+// node confirms it, the longest waiting waiter is woken, since the holder
+// may have released before.
+func (h *hub) join(rkey string, me *waiter) *watch {
 	channel := ReleaseChannel(rkey)
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if w := h.subs[channel]; w != nil {
 		w.refs++
 		if w.linger != nil && w.linger.Stop() {
-			h.lingers.Done()
+			h.pending.Done()
 		}
 		w.linger = nil
-		h.mu.Unlock()
-		<-w.ready
+		h.armLocked(w, me)
 		return w
 	}
-	w := &watch{channel: channel, ready: make(chan struct{}), refs: 1}
-	if !h.closed {
-		h.subs[channel] = w
+	w := &watch{channel: channel, refs: 1}
+	h.armLocked(w, me)
+	if h.closed {
+		w.ended = true
+		return w
 	}
-	h.mu.Unlock()
-
-	sctx, cancel := h.l.detached(ctx)
-	stops := make([]func(), len(h.l.nodes))
-	var wg sync.WaitGroup
+	h.subs[channel] = w
+	timeout := max(h.l.o.nodeTimeout, minSubscribeTimeout)
 	for i, n := range h.l.nodes {
 		wn, ok := n.(Watcher)
 		if !ok || h.unsupported[i].Load() {
 			continue
 		}
-		wg.Go(func() {
-			stop, err := wn.Watch(sctx, channel, func() { h.notify(w) })
-			switch {
-			case err == nil:
-				stops[i] = stop
-			case errors.Is(err, errors.ErrUnsupported):
-				h.unsupported[i].Store(true)
-			}
-		})
+		h.pending.Add(1)
+		go h.subscribe(w, i, wn, timeout)
 	}
-	wg.Wait()
-	cancel()
-
-	h.mu.Lock()
-	for _, stop := range stops {
-		if stop != nil {
-			w.stops = append(w.stops, stop)
-		}
-	}
-	w.active = len(w.stops) > 0
-	close(w.ready)
-	h.mu.Unlock()
 	return w
+}
+
+// subscribe makes w's subscription on node i.
+func (h *hub) subscribe(w *watch, i int, wn Watcher, timeout time.Duration) {
+	defer h.pending.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	stop, err := wn.Watch(ctx, w.channel, func() { h.notify(w) })
+	cancel()
+	if err != nil {
+		if errors.Is(err, errors.ErrUnsupported) {
+			h.unsupported[i].Store(true)
+		}
+		return
+	}
+	h.mu.Lock()
+	if w.ended {
+		h.mu.Unlock()
+		stop()
+		return
+	}
+	w.stops = append(w.stops, stop)
+	first := !w.active
+	w.active = true
+	h.mu.Unlock()
+	if first {
+		h.notify(w)
+	}
 }
 
 // waiter is one Acquire call waiting on a watch.
@@ -123,27 +139,50 @@ func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }
 func (h *hub) arm(w *watch, me *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.armLocked(w, me)
+}
+
+func (h *hub) armLocked(w *watch, me *waiter) {
 	if !me.queued {
 		me.queued = true
 		w.queue = append(w.queue, me)
 	}
 }
 
-// roundOver is called after each of me's rounds: notices count again.
-func (h *hub) roundOver(w *watch, me *waiter) {
+// roundOver is called after each of me's rounds. Notices that came while
+// me was the woken waiter in its round were dropped; unless me has won the
+// lock (they were then the release it took over), one of them is passed on
+// now, since a later release may be among them.
+func (h *hub) roundOver(w *watch, me *waiter, won bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w.busy == me {
-		w.busy = nil
+	if w.busy != me {
+		return
+	}
+	w.busy = nil
+	missed := w.missed
+	w.missed = false
+	if missed && !won {
+		h.armLocked(w, me)
+		h.notifyLocked(w)
 	}
 }
 
 // notify wakes the longest waiting waiter, unless a woken one is still in
-// its round.
+// its round: that one's round may already see the release, and if not,
+// roundOver passes the notice on.
 func (h *hub) notify(w *watch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w.busy != nil || len(w.queue) == 0 {
+	h.notifyLocked(w)
+}
+
+func (h *hub) notifyLocked(w *watch) {
+	if w.busy != nil {
+		w.missed = true
+		return
+	}
+	if len(w.queue) == 0 {
 		return
 	}
 	me := w.queue[0]
@@ -180,58 +219,60 @@ func (h *hub) forget(w *watch, me *waiter) {
 func (h *hub) leave(w *watch, me *waiter) {
 	h.forget(w, me)
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	w.refs--
 	if w.refs > 0 {
-		h.mu.Unlock()
 		return
 	}
 	if h.closed || h.subs[w.channel] != w {
 		// Close has passed, or the Locker was closing when w was made.
-		delete(h.subs, w.channel)
-		stops := w.stops
-		w.stops = nil
-		h.mu.Unlock()
-		runAll(stops)
+		h.endLocked(w)
 		return
 	}
-	h.lingers.Add(1)
+	h.pending.Add(1)
 	w.linger = h.l.o.clock.AfterFunc(watchLinger, func() {
-		defer h.lingers.Done()
+		defer h.pending.Done()
 		h.mu.Lock()
-		if w.refs > 0 || h.subs[w.channel] != w {
-			h.mu.Unlock()
+		defer h.mu.Unlock()
+		if w.refs > 0 || w.ended {
 			return
 		}
-		delete(h.subs, w.channel)
-		stops := w.stops
-		w.stops, w.linger = nil, nil
-		h.mu.Unlock()
-		runAll(stops)
+		w.linger = nil
+		h.endLocked(w)
 	})
-	h.mu.Unlock()
 }
 
-// close ends every subscription; no waiter may be left (Close waits for
-// Acquire calls first).
+// endLocked ends w's subscriptions, in the background; h.mu is held.
+func (h *hub) endLocked(w *watch) {
+	if h.subs[w.channel] == w {
+		delete(h.subs, w.channel)
+	}
+	w.ended = true
+	stops := w.stops
+	w.stops = nil
+	if len(stops) > 0 {
+		h.pending.Add(1)
+		go func() {
+			defer h.pending.Done()
+			runAll(stops)
+		}()
+	}
+}
+
+// close ends every subscription and waits for the hub's goroutines; no
+// waiter may be left (Close waits for Acquire calls first).
 func (h *hub) close() {
 	h.mu.Lock()
 	h.closed = true
-	var stops []func()
-	for ch, w := range h.subs {
-		if w.refs > 0 {
-			continue
-		}
+	for _, w := range h.subs {
 		if w.linger != nil && w.linger.Stop() {
-			h.lingers.Done()
+			h.pending.Done()
 		}
 		w.linger = nil
-		stops = append(stops, w.stops...)
-		w.stops = nil
-		delete(h.subs, ch)
+		h.endLocked(w)
 	}
 	h.mu.Unlock()
-	runAll(stops)
-	h.lingers.Wait()
+	h.pending.Wait()
 }
 
 // count returns how many keys have a subscription.

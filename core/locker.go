@@ -151,14 +151,14 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			return nil, last
 		}
 		var released <-chan struct{}
-		if w != nil && w.active {
+		if w != nil {
 			// Queued before the round, so that a release during it counts.
 			l.hub.arm(w, me)
 			released = me.woken
 		}
 		lock, qe := l.acquireOnce(ctx, key, rkey, fence)
 		if w != nil {
-			l.hub.roundOver(w, me)
+			l.hub.roundOver(w, me, qe == nil)
 		}
 		if qe == nil {
 			return l.register(lock)
@@ -170,11 +170,8 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 		}
 		if w == nil && l.wake && errors.Is(qe.Reason, ErrNotAcquired) {
 			me = newWaiter()
-			if w = l.hub.join(ctx, rkey); w.active {
-				// The holder may have released before the subscription
-				// began: look once more before waiting for a notice.
-				continue
-			}
+			w = l.hub.join(rkey, me)
+			released = me.woken
 		}
 		delay := max(l.o.retry(try), MinRetryDelay)
 		timer := l.o.clock.NewTimer(delay)

@@ -78,11 +78,14 @@ func tally(results []NodeResult) (ok, refused, failed int) {
 }
 
 // detached returns a context for clean-up work that must run even when the
-// caller's context has ended: it keeps ctx's values, drops its cancellation
-// and deadline, and ends after the node timeout (the nodes are asked in
-// parallel, so one node timeout bounds the whole clean-up).
+// caller's context has ended: it keeps ctx's values and drops its
+// cancellation and deadline. The nodes are asked in parallel, each call
+// bounded by the node timeout, so one node timeout bounds the whole
+// clean-up; the context itself ends a node timeout later, only as a
+// backstop: were it to end with the calls, a node that timed out would
+// count as cut off by the caller instead of failed.
 func (l *Locker) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), 2*l.o.nodeTimeout)
 }
 
 // releaseAll asks every node to delete key if it holds value, and, with

@@ -455,3 +455,21 @@ func TestErrNodeTimeoutIsNotContextDeadline(t *testing.T) {
 		assert.Contains(t, err.Error(), "no answer within the node timeout of 10ms")
 	})
 }
+
+func TestReleaseOnSlowNodesIsAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, nodes := newLocker(t, 3, core.WithNodeTimeout(50*time.Millisecond))
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		for _, n := range nodes {
+			n.SetLatency(200 * time.Millisecond)
+		}
+		err = lock.Release(t.Context())
+		require.ErrorIs(t, err, core.ErrUnavailable, "timed-out nodes failed; they were not cut off by the caller")
+		require.ErrorIs(t, err, core.ErrNodeTimeout)
+		assert.Equal(t, []core.Outcome{core.OutcomeFailed, core.OutcomeFailed, core.OutcomeFailed}, outcomes(quorumError(t, err)))
+		for _, n := range nodes {
+			n.SetLatency(0)
+		}
+	})
+}
