@@ -273,3 +273,85 @@ func benchKeepAlive(b *testing.B, factory redistest.NodeFactory, addrs []string,
 	b.ReportMetric(float64(goroutines), "goroutines")
 	b.ReportMetric(float64(int64(heapHeld)-int64(heapBefore))/float64(locks), "bytes/lock")
 }
+
+// BenchmarkContended has 16 goroutines, each with its own Locker and
+// clients (as 16 processes would), take one key over 1 and 3 servers,
+// holding it for no work, with release notices on and off. It reports
+// acquisitions per second and the wait of acquisitions that took the lock
+// over from another holder (p50, p99), and fails on any overlap of two
+// holders.
+//
+//	go test -run '^$' -bench Contended -benchtime 2000x ./conformance/
+func BenchmarkContended(b *testing.B) {
+	addrs := startServers(b, 3)
+	for _, n := range []int{1, 3} {
+		for _, wake := range []bool{true, false} {
+			name := fmt.Sprintf("rueidis/N=%d/wake=%s", n, map[bool]string{true: "on", false: "off"}[wake])
+			b.Run(name, func(b *testing.B) { benchContended(b, rueidisSingle, addrs[:n], wake) })
+		}
+	}
+}
+
+func benchContended(b *testing.B, factory redistest.NodeFactory, addrs []string, wake bool) {
+	const workers = 16
+	lockers := make([]*core.Locker, workers)
+	for i := range lockers {
+		nodes, _ := countedNodes(b, factory, addrs)
+		l, err := core.New(nodes, core.WithWakeOnRelease(wake), core.WithTries(1_000_000))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = l.Close() })
+		lockers[i] = l
+	}
+	var (
+		left    atomic.Int64
+		inside  atomic.Int32
+		overlap atomic.Int32
+		mu      sync.Mutex
+		waits   []time.Duration
+		last    = -1
+	)
+	left.Store(int64(b.N))
+	key := fmt.Sprintf("bench:contended:%d", time.Now().UnixNano())
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g, l := range lockers {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				t0 := time.Now()
+				lock, err := l.Acquire(b.Context(), key)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				wait := time.Since(t0)
+				if inside.Add(1) != 1 {
+					overlap.Add(1)
+				}
+				mu.Lock()
+				if last != g {
+					waits = append(waits, wait)
+				}
+				last = g
+				mu.Unlock()
+				inside.Add(-1)
+				if err := lock.Release(b.Context()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if overlap.Load() > 0 {
+		b.Fatalf("%d overlapping holders", overlap.Load())
+	}
+	slices.Sort(waits)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
+	b.ReportMetric(float64(percentile(waits, 50).Microseconds()), "wait-p50-µs")
+	b.ReportMetric(float64(percentile(waits, 99).Microseconds()), "wait-p99-µs")
+}

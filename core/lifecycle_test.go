@@ -612,7 +612,9 @@ func TestWakeOnRelease(t *testing.T) {
 	}
 	t.Run("a failed round's clean-up wakes nobody", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			nodes := []*memory.Node{memory.New(memory.WithName("c")), memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))}
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			require.NoError(t, err)
 			nodes[0].Set("k", "rival", time.Hour)
 			nodes[1].Set("k", "rival", time.Hour)
 			done := make(chan struct{})
@@ -622,13 +624,45 @@ func TestWakeOnRelease(t *testing.T) {
 				assert.ErrorIs(t, err, core.ErrNotAcquired)
 			}()
 			synctest.Wait()
-			// Two rounds: the first, and the one right after subscribing.
-			assert.Equal(t, 2, nodes[2].Calls().SetNX)
+			// The first round asks every node; the subscription then wakes
+			// the waiter, whose round asks node "a" first, which refuses.
+			setNX := func() []int {
+				return []int{nodes[0].Calls().SetNX, nodes[1].Calls().SetNX, nodes[2].Calls().SetNX}
+			}
+			assert.Equal(t, []int{1, 2, 1}, setNX())
 			time.Sleep(delay / 2)
 			synctest.Wait()
-			assert.Equal(t, 2, nodes[2].Calls().SetNX, "no wake-up from the clean-up releases")
+			assert.Equal(t, []int{1, 2, 1}, setNX(), "no wake-up from the clean-up releases")
 			require.NoError(t, l.Close())
 			<-done
+		})
+	})
+	t.Run("a woken round that wins the first node takes the others", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := []*memory.Node{memory.New(memory.WithName("c")), memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))}
+			holder, err := core.New(memory.AsNodes(nodes))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, holder.Close()) }()
+			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, waiter.Close()) }()
+			held, err := holder.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock, 1)
+			go func() {
+				lock, err := waiter.Acquire(t.Context(), "k")
+				assert.NoError(t, err)
+				got <- lock
+			}()
+			synctest.Wait()
+			require.NoError(t, held.Release(t.Context()))
+			lock := <-got
+			for _, n := range nodes {
+				v, _, ok := n.Get("k")
+				require.True(t, ok)
+				assert.Equal(t, lock.Value(), v, "%s", n)
+			}
+			require.NoError(t, lock.Release(t.Context()))
 		})
 	})
 }

@@ -22,6 +22,7 @@ type Locker struct {
 	keeper *keeper // kept-alive locks
 	hub    *hub    // release-notice subscriptions
 	wake   bool    // WithWakeOnRelease and at least one node is a Watcher
+	first  int     // the node a woken waiter asks first: the least name
 
 	mu       sync.Mutex
 	closed   bool
@@ -72,6 +73,11 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		held:    make(map[*Lock]struct{}),
 	}
 	l.keeper, l.hub = newKeeper(l), newHub(l)
+	for i, name := range names {
+		if name < names[l.first] {
+			l.first = i
+		}
+	}
 	for _, n := range nodes {
 		if _, ok := n.(Watcher); ok && o.wake {
 			l.wake = true
@@ -137,6 +143,7 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	var last *QuorumError
 	var w *watch // the key's release notices, after a round lost to a holder
 	var me *waiter
+	woken := false // this round follows a release notice
 	defer func() {
 		if w != nil {
 			l.hub.leave(w, me)
@@ -156,7 +163,8 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			l.hub.arm(w, me)
 			released = me.woken
 		}
-		lock, qe := l.acquireOnce(ctx, key, rkey, fence)
+		lock, qe := l.acquireOnce(ctx, key, rkey, fence, woken)
+		woken = false
 		if w != nil {
 			l.hub.roundOver(w, me, qe == nil)
 		}
@@ -179,6 +187,7 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 		case <-timer.C():
 		case <-released:
 			timer.Stop()
+			woken = true
 		case <-ctx.Done():
 			timer.Stop()
 		case <-l.closing:
@@ -259,14 +268,52 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 
 // acquireOnce is one round of the Redlock algorithm, with the fencing
 // step when fence (the counter key) is set.
-func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string) (*Lock, *QuorumError) {
+//
+// A round that follows a release notice (woken) asks one node first, the
+// same for every Locker (the one whose name sorts first), and the others
+// only if that node granted the lock. Every Locker's woken waiter runs at
+// once after a release; asking every node at once, they would split the
+// nodes' votes so that often none of them wins (measured: 16 Lockers on 3
+// nodes made 4 times fewer acquisitions per second than by polling). The
+// first node settles the race in one round trip; the losers stop there,
+// and the winner takes the other nodes, which no one else is asking. If
+// that node fails, the round goes on as usual.
+func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken bool) (*Lock, *QuorumError) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
 	var results []NodeResult
 	var token int64
 	var fenceErr *QuorumError
-	if fence == "" {
+	if fence == "" && woken && len(l.nodes) > 1 {
+		first := l.first
+		fctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+		ok, err := l.nodes[first].SetNX(fctx, rkey, value, ttl)
+		cancel()
+		switch {
+		case err == nil && !ok:
+			// Taken: this round is lost, and nothing of it needs undoing.
+			results = make([]NodeResult, len(l.nodes))
+			for i := range results {
+				results[i] = NodeResult{Index: i, Node: l.names[i]}
+			}
+			results[first].Outcome = OutcomeRefused
+			results[first].Latency = l.o.clock.Now().Sub(start)
+			return nil, &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Reason: ErrNotAcquired, Nodes: results,
+				Validity: ttl - l.o.clock.Now().Sub(start) - l.o.drift(), Context: contextError(ctx)}
+		case err == nil:
+			results = l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+				if i == first {
+					return true, nil
+				}
+				return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+			})
+		default:
+			results = l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+				return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+			})
+		}
+	} else if fence == "" {
 		results = l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
 			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 		})
