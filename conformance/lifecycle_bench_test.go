@@ -275,7 +275,7 @@ func benchKeepAlive(b *testing.B, factory redistest.NodeFactory, addrs []string,
 }
 
 // BenchmarkContended has 16 goroutines, each with its own Locker and
-// clients (as 16 processes would), take one key over 1 and 3 servers,
+// clients (as 16 processes would), take one key over 1, 3 and 5 servers,
 // holding it for no work, with release notices on and off. It reports
 // acquisitions per second and the wait of acquisitions that took the lock
 // over from another holder (p50, p99), and fails on any overlap of two
@@ -283,8 +283,8 @@ func benchKeepAlive(b *testing.B, factory redistest.NodeFactory, addrs []string,
 //
 //	go test -run '^$' -bench Contended -benchtime 2000x ./conformance/
 func BenchmarkContended(b *testing.B) {
-	addrs := startServers(b, 3)
-	for _, n := range []int{1, 3} {
+	addrs := startServers(b, 5)
+	for _, n := range []int{1, 3, 5} {
 		for _, wake := range []bool{true, false} {
 			name := fmt.Sprintf("rueidis/N=%d/wake=%s", n, map[bool]string{true: "on", false: "off"}[wake])
 			b.Run(name, func(b *testing.B) { benchContended(b, rueidisSingle, addrs[:n], wake) })

@@ -610,7 +610,7 @@ func TestWakeOnRelease(t *testing.T) {
 			})
 		})
 	}
-	t.Run("a failed round's clean-up wakes nobody", func(t *testing.T) {
+	t.Run("a woken round lost at the first node sets nothing and wakes nobody", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			nodes := []*memory.Node{memory.New(memory.WithName("c")), memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))}
 			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
@@ -632,7 +632,7 @@ func TestWakeOnRelease(t *testing.T) {
 			assert.Equal(t, []int{1, 2, 1}, setNX())
 			time.Sleep(delay / 2)
 			synctest.Wait()
-			assert.Equal(t, []int{1, 2, 1}, setNX(), "no wake-up from the clean-up releases")
+			assert.Equal(t, []int{1, 2, 1}, setNX(), "no more rounds until the retry delay")
 			require.NoError(t, l.Close())
 			<-done
 		})
