@@ -380,3 +380,39 @@ func capabilitiesOnClosedClient(t *testing.T, h Harness) {
 		assert.Error(t, err, "Watch on a closed client")
 	}
 }
+
+// watchAcrossRestart checks that a subscription made before the server
+// restarted still delivers the releases made after it: the watcher
+// subscribes again on its own (a lost connection must not silence a
+// waiter for good). Notices the restart itself causes are allowed.
+func watchAcrossRestart(t *testing.T, h Harness) {
+	s := h.Isolated(t, 1)
+	n := s.Nodes(t)[0]
+	w, ok := watcherOf(t, n)
+	if !ok {
+		return
+	}
+	k := key(t)
+	c := newNotices()
+	watchFor(t, w, core.ReleaseChannel(k), c)
+	require.NoError(t, s.Stop(0))
+	require.NoError(t, s.Start(0))
+	// Keep releasing a fresh key until a notice arrives: the watcher may
+	// take a moment (its reconnection backoff) to subscribe again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for len(c) > 0 {
+			<-c // notices of the restart itself
+		}
+		ok, err := n.SetNX(t.Context(), k, "v", time.Minute)
+		if err == nil && ok {
+			require.Equal(t, int64(1), release(t, n, k, "v"))
+			select {
+			case <-c:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no notice of a release in the 10 s after the restart")
+	}
+}

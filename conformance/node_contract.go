@@ -43,6 +43,7 @@ func runNodeContract(t *testing.T, h Harness) {
 		{"BatchOnPausedServer", batchOnPausedServer},
 		{"Watch", watch},
 		{"WatchOnPausedServer", watchOnPausedServer},
+		{"WatchAcrossRestart", watchAcrossRestart},
 		{"CapabilitiesOnClosedClient", capabilitiesOnClosedClient},
 	}
 	for _, c := range checks {

@@ -61,19 +61,6 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	assert.Nil(t, stop)
 }
 
-// TestWatchResubscribes restarts the server under a watch: go-redis
-// connects again and resubscribes, the watch says so with one notice, and
-// later releases are seen.
-func TestWatchResubscribes(t *testing.T) {
-	t.Parallel()
-	srv := startServer(t)
-	rdb := redis.NewClient(goredis.ClientOptions(srv.Addr()))
-	t.Cleanup(func() { _ = rdb.Close() })
-	n, err := goredis.New(rdb)
-	require.NoError(t, err)
-	checkResubscribes(t, n, srv)
-}
-
 func checkResubscribes(t *testing.T, n core.Node, srv *redistest.Server) {
 	t.Helper()
 	const k = "lock"

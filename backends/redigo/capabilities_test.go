@@ -1,9 +1,7 @@
 package redigo_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,56 +10,6 @@ import (
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 )
-
-// TestWatchResubscribes restarts the server under a watch: the watch
-// borrows a new connection, subscribes again, says so with one notice,
-// and sees later releases.
-func TestWatchResubscribes(t *testing.T) {
-	t.Parallel()
-	redistest.RequireServer(t)
-	srv, err := redistest.StartServer(t.Context())
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
-	pool := redigo.NewPool(srv.Addr())
-	t.Cleanup(func() { _ = pool.Close() })
-	n, err := redigo.New(pool, redigo.WithName(srv.Addr()))
-	require.NoError(t, err)
-
-	const k = "lock"
-	ch := core.ReleaseChannel(k)
-	notices := make(chan struct{}, 16)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	stop, err := n.Watch(ctx, ch, func() {
-		select {
-		case notices <- struct{}{}:
-		default:
-		}
-	})
-	require.NoError(t, err)
-	defer stop()
-
-	require.NoError(t, srv.Restart(t.Context()))
-	select {
-	case <-notices:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notice after the watch subscribed again")
-	}
-	require.Eventually(t, func() bool {
-		ok, err := n.SetNX(t.Context(), k, "v", time.Minute)
-		return err == nil && ok
-	}, 5*time.Second, 20*time.Millisecond, "the pool reconnects")
-	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k}, []string{"v", ch})
-	require.NoError(t, err)
-	require.Equal(t, int64(1), r)
-	select {
-	case <-notices:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notice of a release after the restart")
-	}
-	stop()
-	stop()
-}
 
 func TestCapabilitiesOnClosedPool(t *testing.T) {
 	redistest.RequireServer(t)

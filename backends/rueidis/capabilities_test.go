@@ -1,7 +1,6 @@
 package rueidis_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -110,49 +109,4 @@ func TestWatchUnsubscribes(t *testing.T) {
 	assert.Equal(t, int64(1), subscribers(), "another watch of the channel remains")
 	stopB()
 	assert.Equal(t, int64(0), subscribers(), "the last stop unsubscribes")
-}
-
-// TestWatchResubscribes restarts the server under a watch: Receive ends
-// with the connection, the watch subscribes again on the new one, says so
-// with one notice, and sees later releases.
-func TestWatchResubscribes(t *testing.T) {
-	t.Parallel()
-	srv, client := startServer(t)
-	n, err := qlrueidis.New(client)
-	require.NoError(t, err)
-
-	const k = "lock"
-	ch := core.ReleaseChannel(k)
-	notices := make(chan struct{}, 16)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	stop, err := n.Watch(ctx, ch, func() {
-		select {
-		case notices <- struct{}{}:
-		default:
-		}
-	})
-	require.NoError(t, err)
-	defer stop()
-
-	require.NoError(t, srv.Restart(t.Context()))
-	select {
-	case <-notices:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notice after the watch subscribed again")
-	}
-	require.Eventually(t, func() bool {
-		ok, err := n.SetNX(t.Context(), k, "v", time.Minute)
-		return err == nil && ok
-	}, 5*time.Second, 20*time.Millisecond, "the client reconnects")
-	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k}, []string{"v", ch})
-	require.NoError(t, err)
-	require.Equal(t, int64(1), r)
-	select {
-	case <-notices:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notice of a release after the restart")
-	}
-	stop()
-	stop()
 }
