@@ -26,9 +26,7 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("survives many TTLs", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			require.NoError(t, lock.KeepAlive(), "a second KeepAlive is a no-op")
 			time.Sleep(10 * ttl)
 			require.NoError(t, lock.Err())
@@ -52,9 +50,7 @@ func TestKeepAlive(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
 			start := time.Now()
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			for _, n := range nodes[:2] {
 				n.Set("k", "rival", time.Minute)
 			}
@@ -71,9 +67,7 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("a deleted key is lost at the next extension", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 1, core.WithTTL(ttl))
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			time.Sleep(interval + interval/2) // one extension has passed
 			require.NoError(t, lock.Err())
 			nodes[0].Set("k", "", time.Nanosecond) // expires at once: deleted
@@ -86,9 +80,7 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("a majority down loses the lock when validity runs out", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			time.Sleep(interval + interval/2)
 			nodes[0].Stop()
 			nodes[1].Stop()
@@ -108,9 +100,7 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("a node back in time saves the lock", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTTL(ttl), core.WithKeepAliveRetry(core.JitterDelay(50*time.Millisecond, 50*time.Millisecond)))
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			nodes[0].Pause()
 			nodes[1].Pause()
 			time.Sleep(interval + 200*time.Millisecond) // extensions time out
@@ -126,9 +116,7 @@ func TestKeepAlive(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, _ := newLocker(t, 3, core.WithTTL(ttl), core.WithMaxHold(5*ttl/2))
 			start := time.Now()
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			<-lock.Done()
 			// Extensions at 1/3, 2/3, ..., 7/3 s; the one due at 8/3 s is past the
 			// limit, so the lock ends TTL - drift after the 7th.
@@ -140,9 +128,7 @@ func TestKeepAlive(t *testing.T) {
 	t.Run("Extend and keep-alive together", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, _ := newLocker(t, 3, core.WithTTL(ttl))
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			for range 20 {
 				require.NoError(t, lock.Extend(t.Context()))
 				time.Sleep(ttl / 7)
@@ -188,6 +174,15 @@ func TestKeepAlive(t *testing.T) {
 		assert.Empty(t, nodes[0].Keys())
 		require.NoError(t, goleak.Find(goleak.IgnoreCurrent()), "Close leaves no keep-alive goroutine")
 	})
+}
+
+// keptAlive acquires key and keeps the lock alive.
+func keptAlive(t *testing.T, l *core.Locker, key string) *core.Lock {
+	t.Helper()
+	lock, err := l.Acquire(t.Context(), key)
+	require.NoError(t, err)
+	require.NoError(t, lock.KeepAlive())
+	return lock
 }
 
 func TestKeepAliveNoGoroutineAfterRelease(t *testing.T) {
@@ -279,9 +274,7 @@ func TestKeepAliveBatches(t *testing.T) {
 	t.Run("script cache flushed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
-			lock, err := l.Acquire(t.Context(), "k")
-			require.NoError(t, err)
-			require.NoError(t, lock.KeepAlive())
+			lock := keptAlive(t, l, "k")
 			time.Sleep(ttl)
 			for _, n := range nodes {
 				n.FlushScripts()

@@ -1,7 +1,6 @@
 package goredis_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -59,42 +58,4 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func() {})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Nil(t, stop)
-}
-
-func checkResubscribes(t *testing.T, n core.Node, srv *redistest.Server) {
-	t.Helper()
-	const k = "lock"
-	ch := core.ReleaseChannel(k)
-	notices := make(chan struct{}, 16)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	stop, err := n.(core.Watcher).Watch(ctx, ch, func() {
-		select {
-		case notices <- struct{}{}:
-		default:
-		}
-	})
-	require.NoError(t, err)
-	defer stop()
-
-	require.NoError(t, srv.Restart(t.Context()))
-	select {
-	case <-notices:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notice after the watch subscribed again")
-	}
-	require.Eventually(t, func() bool {
-		ok, err := n.SetNX(t.Context(), k, "v", time.Minute)
-		return err == nil && ok
-	}, 5*time.Second, 20*time.Millisecond, "the node reconnects")
-	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k}, []string{"v", ch})
-	require.NoError(t, err)
-	require.Equal(t, int64(1), r)
-	select {
-	case <-notices:
-	case <-time.After(5 * time.Second):
-		t.Fatal("no notice of a release after the restart")
-	}
-	stop()
-	stop()
 }
