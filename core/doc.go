@@ -76,7 +76,7 @@
 // clocks drift less than the drift allowance. A process pause (GC, swap)
 // after checking Validity can still outlast it; a storage layer that must
 // never see a stale writer needs fencing, which the Redlock scheme alone does
-// not give.
+// not give: WithFencing adds it (Lock.Token).
 //
 // # Choosing a strategy
 //
