@@ -300,8 +300,12 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 				l.extendEach(ctx, j, locks, ttl, votes)
 			}
 			latency := l.o.clock.Now().Sub(start)
-			for i := range locks {
-				out[i][j] = l.outcome(ctx, j, votes[i], latency, timeout)
+			for i, v := range votes {
+				r := &out[i][j]
+				*r = NodeResult{Index: j, Node: l.names[j], Latency: latency}
+				// The batch's deadline is the node timeout: nothing
+				// cuts it off from outside.
+				r.Outcome, r.Err = l.outcome(j, v.ok, v.err, false, ctx.Err() != nil, timeout)
 			}
 		})
 	}
@@ -313,24 +317,6 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 type vote struct {
 	ok  bool
 	err error
-}
-
-// outcome turns a vote of node i, in a call bounded by ctx (the node
-// timeout), into a NodeResult.
-func (l *Locker) outcome(ctx context.Context, i int, v vote, latency, timeout time.Duration) NodeResult {
-	r := NodeResult{Index: i, Node: l.names[i], Latency: latency}
-	node := l.nodes[i]
-	switch {
-	case v.err == nil && v.ok:
-		r.Outcome = OutcomeOK
-	case v.err == nil:
-		r.Outcome = OutcomeRefused
-	case ctx.Err() != nil || node.Classify(v.err) == KindContext:
-		r.Outcome, r.Err = OutcomeFailed, timeoutError(timeout, node, v.err)
-	default:
-		r.Outcome, r.Err = OutcomeFailed, v.err
-	}
-	return r
 }
 
 // extendBatched sends the extensions to node i in one batch, by SHA once

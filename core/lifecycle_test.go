@@ -467,8 +467,8 @@ func TestDo(t *testing.T) {
 		l, _ := newLocker(t, 1)
 		require.ErrorIs(t, l.Do(t.Context(), "k", nil), core.ErrInvalidArgument)
 		require.ErrorIs(t, l.Do(t.Context(), "", func(context.Context) error { return nil }), core.ErrInvalidArgument)
-		//nolint:staticcheck // a nil context is the point of the test
-		require.ErrorIs(t, l.Do(nil, "k", func(context.Context) error { return nil }), core.ErrInvalidArgument) //lint:ignore SA1012 testing bad input
+		//lint:ignore SA1012 a nil context is the bad input under test
+		require.ErrorIs(t, l.Do(nil, "k", func(context.Context) error { return nil }), core.ErrInvalidArgument)
 	})
 }
 

@@ -414,7 +414,8 @@ func (k *Lock) Extend(ctx context.Context) error {
 	})
 	if qe := k.settleExtend(start, l.o.clock.Now(), deadline, results); qe != nil {
 		qe.Context = contextError(ctx)
-		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && !k.unavailable(results) {
+		_, _, failed := qe.Counts()
+		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && failed <= len(results)-l.o.quorum {
 			// The caller's context cut the round short: the outcome is
 			// unknown, Reason is nil and Context says why.
 			qe.Reason = nil
@@ -422,13 +423,6 @@ func (k *Lock) Extend(ctx context.Context) error {
 		return qe
 	}
 	return nil
-}
-
-// unavailable reports whether node failures alone, without cancellations,
-// made a quorum impossible.
-func (k *Lock) unavailable(results []NodeResult) bool {
-	_, _, failed := tally(results)
-	return failed > len(results)-k.locker.o.quorum
 }
 
 // settleExtend applies the outcome of an extending round that ran from

@@ -290,10 +290,7 @@ func (l *Locker) leaderRound(ctx context.Context, start time.Time, call nodeCall
 		case err != nil:
 			continue
 		case !ok:
-			results = make([]NodeResult, len(l.nodes))
-			for j := range results {
-				results[j] = NodeResult{Index: j, Node: l.names[j]}
-			}
+			results = l.blankResults()
 			results[i].Outcome = OutcomeRefused
 			results[i].Latency = l.o.clock.Now().Sub(start)
 			return results, true
@@ -349,13 +346,13 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	} else {
 		results = l.round(ctx, l.o.strategy, call)
 	}
+	ok, _, failed := tally(results)
 	var token int64
 	var fenceErr *QuorumError
-	if ok, _, _ := tally(results); fence != "" && ok >= l.o.quorum {
+	if fence != "" && ok >= l.o.quorum {
 		token, fenceErr = l.raiseFence(ctx, key, fence, results, counters)
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
-	ok, _, failed := tally(results)
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
 		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}, nil
 	}
@@ -388,11 +385,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 
 // notTried is the error of an operation that did not get to ask any node.
 func (l *Locker) notTried(op Op, key string, reason error) *QuorumError {
-	nodes := make([]NodeResult, len(l.nodes))
-	for i := range nodes {
-		nodes[i] = NodeResult{Index: i, Node: l.names[i]}
-	}
-	return &QuorumError{Op: op, Key: key, Quorum: l.o.quorum, Reason: reason, Nodes: nodes}
+	return &QuorumError{Op: op, Key: key, Quorum: l.o.quorum, Reason: reason, Nodes: l.blankResults()}
 }
 
 func (l *Locker) closedError(op Op, key string) error {

@@ -27,24 +27,13 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 		Quorum:  l.o.quorum,
 		Timeout: timeout,
 		Attempt: func(actx context.Context, i int) bool {
-			node := l.nodes[i]
 			start := l.o.clock.Now()
 			ok, err := call(actx, i)
 			res := &results[i]
 			res.Latency = l.o.clock.Now().Sub(start)
-			switch {
-			case err == nil && ok:
-				res.Outcome = OutcomeOK
-			case err == nil:
-				res.Outcome = OutcomeRefused
-			case ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled):
-				// The caller, or the strategy, cut the call off.
-				res.Outcome = OutcomeCanceled
-			case actx.Err() != nil || node.Classify(err) == KindContext:
-				res.Outcome, res.Err = OutcomeFailed, timeoutError(timeout, node, err)
-			default:
-				res.Outcome, res.Err = OutcomeFailed, err
-			}
+			// A call the caller or the strategy cut off is no node failure.
+			cut := ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled)
+			res.Outcome, res.Err = l.outcome(i, ok, err, cut, actx.Err() != nil, timeout)
 			return res.Outcome == OutcomeOK
 		},
 	}, votes)
@@ -53,6 +42,34 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 		results[i].Node = l.names[i]
 	}
 	return results
+}
+
+// outcome classifies one node's answer to a call bounded by the node
+// timeout: cut says the call was cut off from outside (by the caller or
+// the strategy), timedOut that its own deadline passed.
+func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout time.Duration) (Outcome, error) {
+	node := l.nodes[i]
+	switch {
+	case err == nil && ok:
+		return OutcomeOK, nil
+	case err == nil:
+		return OutcomeRefused, nil
+	case cut:
+		return OutcomeCanceled, nil
+	case timedOut || node.Classify(err) == KindContext:
+		return OutcomeFailed, timeoutError(timeout, node, err)
+	default:
+		return OutcomeFailed, err
+	}
+}
+
+// blankResults returns a result per node, each not tried.
+func (l *Locker) blankResults() []NodeResult {
+	nodes := make([]NodeResult, len(l.nodes))
+	for i := range nodes {
+		nodes[i] = NodeResult{Index: i, Node: l.names[i]}
+	}
+	return nodes
 }
 
 func timeoutError(after time.Duration, n Node, err error) error {
