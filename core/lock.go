@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -300,6 +301,13 @@ func (k *Lock) finish(s lockState, cause error) {
 	}
 }
 
+// releasedError is the cause of a released lock. Release makes one on
+// every call, so it is a plain value, formatted only if someone asks.
+type releasedError struct{ key string }
+
+func (e *releasedError) Error() string { return "quorumlock: lock " + strconv.Quote(e.key) + ": released" }
+func (e *releasedError) Unwrap() error { return ErrReleased }
+
 // lose ends the lock after an extension found it gone.
 func (k *Lock) lose(qe *QuorumError) {
 	k.finish(stateLost, fmt.Errorf("quorumlock: lock %q lost: %w: %w", k.key, ErrLockLost, qe))
@@ -340,7 +348,7 @@ func (k *Lock) release(ctx context.Context) error {
 
 	l := k.locker
 	// Stop the keep-alive first, so that no renewal follows the release.
-	k.finish(stateReleased, fmt.Errorf("quorumlock: lock %q: %w", k.key, ErrReleased))
+	k.finish(stateReleased, &releasedError{k.key})
 	l.keeper.idle()
 	rctx, cancel := l.detached(ctx)
 	results := l.releaseAll(rctx, k.rkey, k.value, true)

@@ -110,7 +110,7 @@ func (l *Locker) detached(ctx context.Context) (context.Context, context.CancelF
 func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool) []NodeResult {
 	keys, args := []string{key}, []string{value}
 	if notify {
-		args = append(args, ReleaseChannel(key))
+		args = []string{value, ReleaseChannel(key)}
 	}
 	return l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		return l.scriptVote(ctx, i, ScriptRelease, keys, args)
