@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 var (
@@ -41,23 +42,12 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		failAll(calls, err)
+		nodeutil.FailAll(calls, err)
 		return
 	}
 	p, ok := n.client.(pipeliner)
 	if !ok {
-		for i := range calls {
-			if err := ctx.Err(); err != nil {
-				failAll(calls[i:], err)
-				return
-			}
-			c := &calls[i]
-			if c.Source != "" {
-				c.Reply, c.Err = n.Eval(ctx, c.Source, c.Keys, c.Args)
-			} else {
-				c.Reply, c.Err = n.EvalSHA(ctx, c.SHA, c.Keys, c.Args)
-			}
-		}
+		nodeutil.EvalEach(ctx, n, calls)
 		return
 	}
 	pipe := p.Pipeline()
@@ -81,12 +71,6 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 			}
 		}
 		calls[i].Reply, calls[i].Err = reply(v, err)
-	}
-}
-
-func failAll(calls []core.Call, err error) {
-	for i := range calls {
-		calls[i].Reply, calls[i].Err = nil, err
 	}
 }
 
@@ -156,7 +140,7 @@ func (w *watch) run(ctx context.Context) {
 	defer close(w.done)
 	confirmed := false
 	rctx := ctx
-	backoff := minBackoff
+	backoff := nodeutil.MinBackoff
 	for {
 		msg, err := w.ps.Receive(rctx)
 		if err != nil {
@@ -180,7 +164,7 @@ func (w *watch) run(ctx context.Context) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, maxBackoff)
+			backoff = min(2*backoff, nodeutil.MaxBackoff)
 			continue
 		}
 		switch m := msg.(type) {
@@ -188,7 +172,7 @@ func (w *watch) run(ctx context.Context) {
 			if m.Kind != "subscribe" || m.Channel != w.channel {
 				continue
 			}
-			backoff = minBackoff
+			backoff = nodeutil.MinBackoff
 			if !confirmed {
 				confirmed = true
 				rctx = context.WithoutCancel(ctx)
@@ -203,12 +187,6 @@ func (w *watch) run(ctx context.Context) {
 		}
 	}
 }
-
-// Pacing of resubscription attempts after a lost connection.
-const (
-	minBackoff = 50 * time.Millisecond
-	maxBackoff = 2 * time.Second
-)
 
 func (w *watch) stop() {
 	w.once.Do(func() {

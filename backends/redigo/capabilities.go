@@ -9,6 +9,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 var (
@@ -33,12 +34,12 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		failAll(calls, err)
+		nodeutil.FailAll(calls, err)
 		return
 	}
 	conn, err := n.pool.GetContext(ctx)
 	if err != nil {
-		failAll(calls, err)
+		nodeutil.FailAll(calls, err)
 		return
 	}
 	defer conn.Close()
@@ -49,12 +50,12 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 			err = conn.Send("EVALSHA", scriptArgs(c.SHA, c.Keys, c.Args)...)
 		}
 		if err != nil {
-			failAll(calls, err)
+			nodeutil.FailAll(calls, err)
 			return
 		}
 	}
 	if err := conn.Flush(); err != nil {
-		failAll(calls, err)
+		nodeutil.FailAll(calls, err)
 		return
 	}
 	for i := range calls {
@@ -63,16 +64,10 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 		if err != nil && !errors.As(err, &re) {
 			// The connection broke or ctx ended: redigo has closed the
 			// connection, and no later reply will come.
-			failAll(calls[i:], err)
+			nodeutil.FailAll(calls[i:], err)
 			return
 		}
 		calls[i].Reply, calls[i].Err = reply, err
-	}
-}
-
-func failAll(calls []core.Call, err error) {
-	for i := range calls {
-		calls[i].Reply, calls[i].Err = nil, err
 	}
 }
 
@@ -137,16 +132,10 @@ func (n *Node) subscribe(ctx context.Context, channel string) (redis.Conn, error
 	}
 }
 
-// Pacing of resubscription attempts after a lost connection.
-const (
-	minBackoff = 50 * time.Millisecond
-	maxBackoff = 2 * time.Second
-)
-
 // receive calls notify for each message on channel until ctx ends,
 // subscribing again on a new connection when one is lost.
 func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, notify func()) {
-	backoff := minBackoff
+	backoff := nodeutil.MinBackoff
 	for {
 		psc := redis.PubSubConn{Conn: conn}
 	read:
@@ -167,13 +156,13 @@ func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, not
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, maxBackoff)
+			backoff = min(2*backoff, nodeutil.MaxBackoff)
 			var err error
 			if conn, err = n.subscribe(ctx, channel); err == nil {
 				break
 			}
 		}
-		backoff = minBackoff
+		backoff = nodeutil.MinBackoff
 		notify() // subscribed again: a release may have been missed
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 var (
@@ -44,19 +45,12 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 		return
 	}
 	if err := n.check(ctx, nil); err != nil {
-		failAll(calls, err)
+		nodeutil.FailAll(calls, err)
 		return
 	}
 	md, ok := n.client.(multiDoer)
 	if !ok {
-		for i := range calls {
-			c := &calls[i]
-			if c.Source != "" {
-				c.Reply, c.Err = n.Eval(ctx, c.Source, c.Keys, c.Args)
-			} else {
-				c.Reply, c.Err = n.EvalSHA(ctx, c.SHA, c.Keys, c.Args)
-			}
-		}
+		nodeutil.EvalEach(ctx, n, calls)
 		return
 	}
 	cmds := make([]rueidis.Completed, 0, len(calls))
@@ -86,21 +80,10 @@ func (n *Node) build(c core.Call) rueidis.Completed {
 	return b.Evalsha().Sha1(c.SHA).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 }
 
-func failAll(calls []core.Call, err error) {
-	for i := range calls {
-		calls[i].Reply, calls[i].Err = nil, err
-	}
-}
-
-// Timings of Watch.
-const (
-	minBackoff = 50 * time.Millisecond // first pause before subscribing again
-	maxBackoff = 2 * time.Second       // longest one
-	// unsubscribeTimeout bounds the UNSUBSCRIBE that stop sends, so that
-	// stop stays short on a server that does not answer (the subscription
-	// then lasts until the connection closes, harmlessly).
-	unsubscribeTimeout = 250 * time.Millisecond
-)
+// unsubscribeTimeout bounds the UNSUBSCRIBE that a Watch's stop sends, so
+// that stop stays short on a server that does not answer (the
+// subscription then lasts until the connection closes, harmlessly).
+const unsubscribeTimeout = 250 * time.Millisecond
 
 // Watch implements core.Watcher with rueidis's Receive: SUBSCRIBE channel,
 // on the connection the client pipelines its commands on, and Watch
@@ -185,7 +168,7 @@ func (w *watch) unwatch() bool {
 func (w *watch) run(ctx context.Context, recv receiver) {
 	defer close(w.done)
 	defer w.unwatch()
-	backoff := minBackoff
+	backoff := nodeutil.MinBackoff
 	for {
 		var subscribed atomic.Bool
 		hook := func(s rueidis.PubSubSubscription) {
@@ -226,7 +209,7 @@ func (w *watch) run(ctx context.Context, recv receiver) {
 			return // the client is closed: nothing more will come
 		}
 		if subscribed.Load() {
-			backoff = minBackoff
+			backoff = nodeutil.MinBackoff
 		}
 		// Receive returned nil (the channel was unsubscribed on the
 		// connection, by another watch's stop) or the connection broke:
@@ -236,7 +219,7 @@ func (w *watch) run(ctx context.Context, recv receiver) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, maxBackoff)
+		backoff = min(2*backoff, nodeutil.MaxBackoff)
 	}
 }
 

@@ -197,7 +197,7 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 	if err := n.check(ctx, keys); err != nil {
 		return nil, err
 	}
-	return reply(n.client.Do(ctx, n.client.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	return reply(n.client.Do(ctx, n.build(core.Call{SHA: sha, Keys: keys, Args: args})))
 }
 
 // Eval implements core.Node.
@@ -205,7 +205,7 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	if err := n.check(ctx, keys); err != nil {
 		return nil, err
 	}
-	return reply(n.client.Do(ctx, n.client.B().Eval().Script(script).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build()))
+	return reply(n.client.Do(ctx, n.build(core.Call{Source: script, Keys: keys, Args: args})))
 }
 
 // check refuses a call on a context that has ended (nothing is sent), a
