@@ -35,8 +35,8 @@ func redigoSingle(addr string) (core.Node, func() error, error) {
 	return node, pool.Close, err
 }
 
-func rueidisNode(addrs ...string) (core.Node, func() error, error) {
-	client, err := rueidislib.NewClient(rueidis.ClientOption(addrs...))
+func rueidisSingle(addr string) (core.Node, func() error, error) {
+	client, err := rueidislib.NewClient(rueidis.ClientOption(addr))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -48,8 +48,6 @@ func rueidisNode(addrs ...string) (core.Node, func() error, error) {
 // goroutines may run on (v1.0.79): a last topology refresh after up to a
 // second, whose replaced connections are closed five seconds later.
 const rueidisClusterGrace = 10 * time.Second
-
-func rueidisSingle(addr string) (core.Node, func() error, error) { return rueidisNode(addr) }
 
 func rueidisCluster(addrs []string) (core.Node, func() error, error) {
 	client, err := rueidislib.NewClient(rueidis.ClientOption(addrs...))

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/strategies"
 )
@@ -17,25 +16,8 @@ import (
 //
 //	go test -run '^$' -bench Drivers -benchmem ./conformance/
 func BenchmarkDrivers(b *testing.B) {
-	redistest.RequireServer(b)
-	var addrs []string
-	for range 3 {
-		s, err := redistest.StartServer(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = s.Close() })
-		addrs = append(addrs, s.Addr())
-	}
-	drivers := []struct {
-		name    string
-		factory redistest.NodeFactory
-	}{
-		{"goredis", goredisSingle},
-		{"redigo", redigoSingle},
-		{"rueidis", rueidisSingle},
-	}
-	for _, d := range drivers {
+	addrs := startServers(b, 3)
+	for _, d := range benchDrivers {
 		nodes := make([]core.Node, len(addrs))
 		for i, a := range addrs {
 			n, closeClient, err := d.factory(a)

@@ -121,7 +121,7 @@ func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
 				// expire there; the lock was held all the same.
 				if err := lock.Release(ctx); err != nil {
 					releaseFailures.Add(1)
-					if !assert.True(t, errorIsAny(err, core.ErrUnavailable, core.ErrNotHeld), "release: %v", err) {
+					if !assert.True(t, errors.Is(err, core.ErrUnavailable) || errors.Is(err, core.ErrNotHeld), "release: %v", err) {
 						return
 					}
 				}
@@ -143,15 +143,6 @@ func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
 				i, tokens[i], tokens[i-1], tokens[max(0, i-5):min(len(tokens), i+5)])
 		}
 	}
-}
-
-func errorIsAny(err error, targets ...error) bool {
-	for _, target := range targets {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // fencingPerKey takes fenced locks through several Lockers over three

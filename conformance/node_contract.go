@@ -2,8 +2,6 @@ package conformance
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
 	"runtime"
 	"strings"
@@ -56,6 +54,13 @@ func runNodeContract(t *testing.T, h Harness) {
 
 func oneNode(t *testing.T, h Harness) (core.Node, Servers) {
 	s := h.Shared(t, 1)
+	return s.Nodes(t)[0], s
+}
+
+// isolatedNode is oneNode on a server only the calling test uses, for
+// faults.
+func isolatedNode(t *testing.T, h Harness) (core.Node, Servers) {
+	s := h.Isolated(t, 1)
 	return s.Nodes(t)[0], s
 }
 
@@ -177,15 +182,13 @@ func extendScript(t *testing.T, h Harness) {
 
 func noScript(t *testing.T, h Harness) {
 	n, _ := oneNode(t, h)
-	sum := sha1.Sum([]byte("return 'never loaded' -- " + t.Name()))
-	_, err := n.EvalSHA(t.Context(), hex.EncodeToString(sum[:]), []string{key(t)}, []string{"x"})
+	_, err := n.EvalSHA(t.Context(), unknownSHA(t), []string{key(t)}, []string{"x"})
 	require.Error(t, err)
 	assert.Equal(t, core.KindNoScript, n.Classify(err), "NOSCRIPT must be classified so core falls back to EVAL: %v", err)
 }
 
 func scriptFlushRecovery(t *testing.T, h Harness) {
-	s := h.Isolated(t, 1)
-	n := s.Nodes(t)[0]
+	n, s := isolatedNode(t, h)
 	ctx, k := t.Context(), key(t)
 	_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
 	require.NoError(t, err)
@@ -236,8 +239,7 @@ func cancelledContext(t *testing.T, h Harness) {
 }
 
 func deadlineOnPausedServer(t *testing.T, h Harness) {
-	s := h.Isolated(t, 1)
-	n := s.Nodes(t)[0]
+	n, s := isolatedNode(t, h)
 	k := key(t)
 	// Warm the connection up so the pause hits an established one too.
 	_, err := n.SetNX(t.Context(), k+":warm", "v", time.Minute)

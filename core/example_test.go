@@ -166,7 +166,7 @@ func ExampleLock_Done() {
 	lock, _ := locker.Acquire(ctx, "job")
 	_ = lock.KeepAlive()
 	for _, n := range nodes[:2] { // someone deletes the lock behind our back
-		n.Set("job", "", time.Nanosecond)
+		n.Del("job")
 	}
 	<-lock.Done() // at the next extension, a third of the TTL later
 	fmt.Println(errors.Is(lock.Err(), core.ErrLockLost))

@@ -70,7 +70,7 @@ func TestKeepAlive(t *testing.T) {
 			lock := keptAlive(t, l, "k")
 			time.Sleep(interval + interval/2) // one extension has passed
 			require.NoError(t, lock.Err())
-			nodes[0].Set("k", "", time.Nanosecond) // expires at once: deleted
+			nodes[0].Del("k")
 			deleted := time.Now()
 			<-lock.Done()
 			assert.Equal(t, 2*interval-(interval+interval/2), time.Since(deleted), "found at the next extension")

@@ -75,20 +75,9 @@ func (s *servers) Set(_ context.Context, i int, key, value string, ttl time.Dura
 	return nil
 }
 
-// Del deletes key with the release script, which deletes it only while
-// it holds the value read just before: another write in between is seen,
-// and the read is tried again.
-func (s *servers) Del(ctx context.Context, i int, key string) error {
-	for {
-		v, _, ok := s.list[i].Get(key)
-		if !ok {
-			return nil
-		}
-		reply, err := s.list[i].Eval(ctx, core.ScriptRelease.Source(), []string{key}, []string{v})
-		if err != nil || reply == int64(1) {
-			return err
-		}
-	}
+func (s *servers) Del(_ context.Context, i int, key string) error {
+	s.list[i].Del(key)
+	return nil
 }
 
 func (s *servers) fault(i int, f func(*memory.Node)) error {

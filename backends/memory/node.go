@@ -194,11 +194,7 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 		return nil, err
 	}
 	n.mu.Lock()
-	if _, ok := n.scripts[sha]; !ok {
-		n.mu.Unlock()
-		return nil, ErrNoScript
-	}
-	reply, notify, err := n.run(sha, keys, args)
+	reply, notify, err := n.evalLocked(sha, "", keys, args)
 	n.mu.Unlock()
 	deliver(notify)
 	return reply, err
@@ -210,14 +206,25 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	if err := n.enter(ctx, func(c *Calls) { c.Eval++ }); err != nil {
 		return nil, err
 	}
-	sum := sha1.Sum([]byte(script))
-	sha := hex.EncodeToString(sum[:])
 	n.mu.Lock()
-	n.scripts[sha] = struct{}{}
-	reply, notify, err := n.run(sha, keys, args)
+	reply, notify, err := n.evalLocked("", script, keys, args)
 	n.mu.Unlock()
 	deliver(notify)
 	return reply, err
+}
+
+// evalLocked runs a script given by source (EVAL, which caches it) or by
+// SHA (EVALSHA, NOSCRIPT unless cached); n.mu is held. It returns the
+// notify functions for the caller to call once n.mu is unlocked.
+func (n *Node) evalLocked(sha, source string, keys, args []string) (any, []func(), error) {
+	if source != "" {
+		sum := sha1.Sum([]byte(source))
+		sha = hex.EncodeToString(sum[:])
+		n.scripts[sha] = struct{}{}
+	} else if _, ok := n.scripts[sha]; !ok {
+		return nil, nil, ErrNoScript
+	}
+	return n.run(sha, keys, args)
 }
 
 // EvalBatch implements core.Batcher: the calls pay the node's faults
@@ -234,21 +241,13 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 	n.mu.Lock()
 	for i := range calls {
 		c := &calls[i]
-		sha := c.SHA
 		if c.Source != "" {
 			n.calls.Eval++
-			sum := sha1.Sum([]byte(c.Source))
-			sha = hex.EncodeToString(sum[:])
-			n.scripts[sha] = struct{}{}
 		} else {
 			n.calls.EvalSHA++
-			if _, ok := n.scripts[sha]; !ok {
-				c.Reply, c.Err = nil, ErrNoScript
-				continue
-			}
 		}
 		var more []func()
-		c.Reply, more, c.Err = n.run(sha, c.Keys, c.Args)
+		c.Reply, more, c.Err = n.evalLocked(c.SHA, c.Source, c.Keys, c.Args)
 		notify = append(notify, more...)
 	}
 	n.mu.Unlock()
@@ -258,11 +257,11 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 // Watch implements core.Watcher with in-process subscriptions: a release
 // of a key through this node notifies the watchers of its channel.
 func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
-	if err := n.enter(ctx, func(c *Calls) { c.Watches++ }); err != nil {
-		return nil, err
-	}
 	if notify == nil {
 		return nil, fmt.Errorf("%w: memory: Watch with a nil notify", core.ErrInvalidArgument)
+	}
+	if err := n.enter(ctx, func(c *Calls) { c.Watches++ }); err != nil {
+		return nil, err
 	}
 	s := &subscription{notify: notify}
 	n.mu.Lock()
@@ -544,6 +543,13 @@ func (n *Node) Set(key, value string, ttl time.Duration) {
 		e.expires = n.clock.Now().Add(ttl)
 	}
 	n.data[key] = e
+}
+
+// Del deletes key directly, as a rival client or an operator would.
+func (n *Node) Del(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.data, key)
 }
 
 // Get reads key directly: its value and remaining TTL (0 when it has no
