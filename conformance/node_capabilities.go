@@ -207,25 +207,29 @@ func batchOnPausedServer(t *testing.T, h Harness) {
 	}
 }
 
-// notices counts notify calls without ever blocking.
-type notices chan struct{}
+// notices records notify calls, with their messages, without ever
+// blocking.
+type notices chan string
 
 func newNotices() notices { return make(notices, 64) }
 
-func (c notices) notify() {
+func (c notices) notify(message string) {
 	select {
-	case c <- struct{}{}:
+	case c <- message:
 	default:
 	}
 }
 
-// await fails the test unless a notice arrives within d.
-func (c notices) await(t *testing.T, d time.Duration, msgAndArgs ...any) {
+// await fails the test unless a notice arrives within d, and returns its
+// message.
+func (c notices) await(t *testing.T, d time.Duration, msgAndArgs ...any) string {
 	t.Helper()
 	select {
-	case <-c:
+	case m := <-c:
+		return m
 	case <-time.After(d):
 		require.Fail(t, "no notice", msgAndArgs...)
+		return ""
 	}
 }
 
@@ -281,7 +285,8 @@ func watch(t *testing.T, h Harness) {
 	assert.Equal(t, int64(0), release(t, n, k, "mine"))
 	require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
 	assert.Equal(t, int64(1), release(t, n, k, "mine"))
-	a.await(t, 5*time.Second, "the release of a held key must notify its watcher")
+	assert.Equal(t, "", a.await(t, 5*time.Second, "the release of a held key must notify its watcher"),
+		"a release with no queue publishes an empty message")
 	a.none(t, 100*time.Millisecond, "a release that deleted nothing must not notify")
 
 	// Another key's release is not this watcher's business.
@@ -307,6 +312,63 @@ func watch(t *testing.T, h Harness) {
 	assert.Equal(t, int64(1), release(t, n, k, "mine"))
 	c.await(t, 5*time.Second, "a new watch of a channel whose watches all stopped")
 	b.none(t, 0, "a stopped watch must not notify")
+}
+
+// waitQueue checks the wait queue of the herald node: ScriptEnqueue queues
+// tickets only while the lock is held (unless forced), ScriptDequeue takes
+// one out, and the release script hands the lock to the oldest ticket,
+// publishing that ticket and answering 2, and publishes an empty message
+// once the queue is empty.
+func waitQueue(t *testing.T, h Harness) {
+	n, s := oneNode(t, h)
+	ctx, k := t.Context(), key(t)
+	q, ok := core.QueueKey(k)
+	require.True(t, ok)
+	keys := []string{k, q}
+	enqueue := func(ticket, mode string) any {
+		r, err := n.Eval(ctx, core.ScriptEnqueue.Source(), keys, []string{ticket, "60000", mode})
+		require.NoError(t, err)
+		return r
+	}
+	assert.Equal(t, int64(0), enqueue("early", ""), "a free lock queues no one")
+	assert.Equal(t, int64(1), enqueue("forced", "force"), "a forced ticket is queued even when the lock is free")
+	r, err := n.Eval(ctx, core.ScriptDequeue.Source(), []string{q}, []string{"forced"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), r, "dequeue removes the ticket")
+
+	require.NoError(t, s.Set(ctx, 0, k, "holder", time.Minute))
+	for _, ticket := range []string{"t1", "t2", "gone"} {
+		assert.Equal(t, int64(1), enqueue(ticket, ""), "a held lock queues %s", ticket)
+	}
+	r, err = n.Eval(ctx, core.ScriptDequeue.Source(), []string{q}, []string{"gone"})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), r)
+
+	w, ok := watcherOf(t, n)
+	c := newNotices()
+	if ok {
+		watchFor(t, w, core.ReleaseChannel(k), c)
+	}
+	releaseQueued := func(value string) any {
+		r, err := n.Eval(ctx, core.ScriptRelease.Source(), keys, []string{value, core.ReleaseChannel(k)})
+		require.NoError(t, err)
+		return r
+	}
+	for _, want := range []string{"t1", "t2"} {
+		assert.Equal(t, int64(2), releaseQueued("holder"), "the release hands over to %s", want)
+		if ok {
+			assert.Equal(t, want, c.await(t, 5*time.Second, "the release must publish the ticket it popped"))
+		}
+		require.NoError(t, s.Set(ctx, 0, k, "holder", time.Minute))
+	}
+	assert.Equal(t, int64(1), releaseQueued("holder"), "an empty queue: a plain release")
+	if ok {
+		assert.Equal(t, "", c.await(t, 5*time.Second, "a release with an empty queue publishes an empty message"))
+	}
+	assert.Equal(t, int64(0), releaseQueued("holder"), "a release that deletes nothing")
+	if ok {
+		c.none(t, 100*time.Millisecond, "a release that deleted nothing must not publish")
+	}
 }
 
 // watchOnPausedServer checks that Watch and stop stay bounded when the
@@ -336,7 +398,7 @@ func watchOnPausedServer(t *testing.T, h Harness) {
 	err = returnsWithin(t, 3*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
-		stop, err := w.Watch(ctx, core.ReleaseChannel(k+":paused"), func() {})
+		stop, err := w.Watch(ctx, core.ReleaseChannel(k+":paused"), func(string) {})
 		if err == nil {
 			stop()
 		}
@@ -369,7 +431,7 @@ func capabilitiesOnClosedClient(t *testing.T, h Harness) {
 		err := returnsWithin(t, 3*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
-			stop, err := w.Watch(ctx, core.ReleaseChannel(key(t)), func() {})
+			stop, err := w.Watch(ctx, core.ReleaseChannel(key(t)), func(string) {})
 			if err == nil {
 				stop()
 			}

@@ -40,6 +40,7 @@ func runNodeContract(t *testing.T, h Harness) {
 		{"BatchCancelled", batchCancelled},
 		{"BatchOnPausedServer", batchOnPausedServer},
 		{"Watch", watch},
+		{"WaitQueue", waitQueue},
 		{"WatchOnPausedServer", watchOnPausedServer},
 		{"WatchAcrossRestart", watchAcrossRestart},
 		{"CapabilitiesOnClosedClient", capabilitiesOnClosedClient},

@@ -41,8 +41,10 @@ type Call struct {
 type Watcher interface {
 	// Watch subscribes to channel and returns once the server has
 	// confirmed the subscription, so that every later publication on it
-	// calls notify. notify runs on the watcher's own goroutine and must
-	// not block. The subscription lasts until stop is called; stop ends it
+	// calls notify with the message published. When the subscription had
+	// to be made again (after a lost connection), notify is called once
+	// with an empty message, since a release may have been missed. notify
+	// runs on the watcher's own goroutine and must not block. The subscription lasts until stop is called; stop ends it
 	// and returns only when notify will not be called again and every
 	// goroutine Watch started has ended, within a bounded time even when
 	// the server no longer answers.
@@ -50,5 +52,5 @@ type Watcher interface {
 	// A node that cannot subscribe (its client has no pub/sub, or the
 	// server refuses it) returns an error matching errors.ErrUnsupported
 	// or the driver's error; core then polls.
-	Watch(ctx context.Context, channel string, notify func()) (stop func(), err error)
+	Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error)
 }

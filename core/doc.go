@@ -54,12 +54,19 @@
 //
 // # Fast hand-off
 //
-// ScriptRelease publishes on ReleaseChannel(key) when it deletes a lock.
-// After a round lost to another holder, Acquire subscribes on the Watcher
-// nodes and the release of the holder wakes one of the Locker's waiters at
-// once, instead of after its retry delay (WithWakeOnRelease). Locks that
-// expire instead of being released publish nothing; the retry delay covers
-// them.
+// One node, the herald (the Locker's first node by name, the same for every
+// Locker over the same servers), announces releases: its release script
+// publishes on ReleaseChannel(key). After a round lost to another holder,
+// Acquire subscribes there and queues a ticket in the key's wait queue
+// (QueueKey, on the herald). The holder's release pops the oldest ticket
+// and publishes it, so exactly that waiter wakes and takes the lock with an
+// ordinary round: first come, first served across Lockers, with no herd
+// splitting the votes. A Locker whose release handed the key over queues
+// behind the waiter instead of taking the key straight back. The queue only
+// orders waiters; holding the lock still takes a quorum of SET NX. Locks
+// that expire instead of being released publish nothing, and a herald that
+// is down publishes nothing either: the retry delay covers both
+// (WithWakeOnRelease turns the notices off).
 //
 // # Fencing tokens
 //

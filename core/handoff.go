@@ -3,26 +3,37 @@ package core
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// This file is the fast hand-off: a waiter in Acquire that lost a round to
+// This file is the fast hand-off. A waiter in Acquire that lost a round to
 // another holder subscribes to the key's release notices (ReleaseChannel)
-// on the nodes that are Watchers, and retries as soon as one arrives. One
-// subscription per key and Locker serves all of the Locker's waiters on
+// on the herald node (the Locker's first node by name, the same for every
+// Locker over those servers), and queues a ticket in the key's wait queue
+// there (ScriptEnqueue). The holder's release pops the oldest ticket and
+// publishes it: only that waiter wakes, and it takes the lock with an
+// ordinary round, which no one else is running. Waiters are thus served
+// first come, first served across all Lockers, and a release wakes one
+// waiter, not a herd: a herd of waiters starting rounds together splits
+// the nodes' votes so that often none wins (measured: 32 goroutines of one
+// Locker on 3 nodes took ten times longer with every waiter woken).
+//
+// A release that finds the queue empty publishes an empty message, which
+// wakes one waiter of each Locker subscribed (the longest waiting); such
+// woken rounds ask the nodes one by one (leaderRound) so that they do not
+// split the votes. Notices that arrive while the woken waiter's round runs
+// are held back until that round is over, and passed on to one waiter only
+// if it lost. Every waiter keeps its retry delay as a fallback: for locks
+// that expire instead of being released, for a herald that is down, and
+// for tickets whose waiter is gone.
+//
+// One subscription per key and Locker serves all of the Locker's waiters on
 // that key; it lingers a moment after the last waiter leaves, so that a
 // key contended again and again is not subscribed to again and again.
-//
-// A notice wakes one waiter of the Locker, the longest waiting, not all of
-// them: only one can win the lock, and a herd of waiters starting rounds
-// together splits the nodes' votes so that often none wins (measured: 32
-// goroutines of one Locker on 3 nodes took ten times longer with every
-// waiter woken). A release publishes on every node, so notices that arrive
-// while the woken waiter's round runs are mostly the same release: they
-// are held back until that round is over, and passed on to one waiter only
-// if it lost. The others keep their retry delay as a fallback.
 
 // watchLinger is how long a key's subscription outlives its last waiter.
 const watchLinger = time.Second
@@ -35,15 +46,18 @@ const minSubscribeTimeout = time.Second
 // hub holds a Locker's release-notice subscriptions, by channel.
 type hub struct {
 	l           *Locker
-	unsupported []atomic.Bool // per node: Watch said errors.ErrUnsupported
+	unsupported atomic.Bool // the herald's Watch said errors.ErrUnsupported
+	prefix      string      // starts every ticket of this Locker
+	seq         atomic.Uint64
 
 	mu      sync.Mutex
 	subs    map[string]*watch
+	tickets map[string]*waiter // this Locker's tickets in wait queues
 	closed  bool
 	pending sync.WaitGroup // subscriptions being made, and lingering ones
 }
 
-// watch is the subscription of one channel on every node that can.
+// watch is the subscription of one channel on the herald.
 type watch struct {
 	channel string
 
@@ -53,13 +67,13 @@ type watch struct {
 	busy   *waiter   // woken, its round not yet over
 	missed bool      // a notice came while busy's round ran
 	stops  []func()
-	active bool  // at least one node subscribed
+	active bool  // the herald confirmed the subscription
 	ended  bool  // stopped: a subscription made later is stopped at once
 	linger Timer // runs while refs is 0
 }
 
 func newHub(l *Locker) *hub {
-	return &hub{l: l, unsupported: make([]atomic.Bool, len(l.nodes)), subs: make(map[string]*watch)}
+	return &hub{l: l, prefix: newValue()[:8] + ".", subs: make(map[string]*watch), tickets: make(map[string]*waiter)}
 }
 
 // join returns the subscription to the release notices of rkey, with me
@@ -87,27 +101,22 @@ func (h *hub) join(rkey string, me *waiter) *watch {
 		return w
 	}
 	h.subs[channel] = w
-	timeout := max(h.l.o.nodeTimeout, minSubscribeTimeout)
-	for i, n := range h.l.nodes {
-		wn, ok := n.(Watcher)
-		if !ok || h.unsupported[i].Load() {
-			continue
-		}
+	if wn, ok := h.l.nodes[h.l.herald].(Watcher); ok && !h.unsupported.Load() {
 		h.pending.Add(1)
-		go h.subscribe(w, i, wn, timeout)
+		go h.subscribe(w, wn, max(h.l.o.nodeTimeout, minSubscribeTimeout))
 	}
 	return w
 }
 
-// subscribe makes w's subscription on node i.
-func (h *hub) subscribe(w *watch, i int, wn Watcher, timeout time.Duration) {
+// subscribe makes w's subscription on the herald.
+func (h *hub) subscribe(w *watch, wn Watcher, timeout time.Duration) {
 	defer h.pending.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	stop, err := wn.Watch(ctx, w.channel, func() { h.notify(w) })
+	stop, err := wn.Watch(ctx, w.channel, func(message string) { h.message(w, message) })
 	cancel()
 	if err != nil {
 		if errors.Is(err, errors.ErrUnsupported) {
-			h.unsupported[i].Store(true)
+			h.unsupported.Store(true)
 		}
 		return
 	}
@@ -118,18 +127,79 @@ func (h *hub) subscribe(w *watch, i int, wn Watcher, timeout time.Duration) {
 		return
 	}
 	w.stops = append(w.stops, stop)
-	first := !w.active
 	w.active = true
 	h.mu.Unlock()
-	if first {
-		h.notify(w)
+	h.notify(w) // the holder may have released before
+}
+
+// message handles a notice: a ticket wakes its waiter, if it is one of
+// this Locker's; an empty message, or a ticket of this Locker whose waiter
+// has gone (the lock is free and no one else was told), wakes the longest
+// waiting waiter.
+func (h *hub) message(w *watch, message string) {
+	if message != "" && !strings.HasPrefix(message, h.prefix) {
+		return // another Locker's waiter: that Locker wakes it
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if me := h.tickets[message]; me != nil {
+		delete(h.tickets, message)
+		me.ticket, me.named = "", true
+		select {
+		case me.woken <- struct{}{}:
+		default:
+		}
+		return
+	}
+	h.notifyLocked(w)
 }
 
 // waiter is one Acquire call waiting on a watch.
 type waiter struct {
-	woken  chan struct{} // receives a token when a notice picks it
-	queued bool          // guarded by hub.mu
+	woken chan struct{} // receives a token when a notice picks it
+
+	// guarded by hub.mu
+	queued bool   // in the watch's queue, for empty notices
+	ticket string // its ticket in the key's wait queue, if any
+	named  bool   // woken by its ticket: the lock was handed to it
+}
+
+// newTicket gives me a ticket for the key's wait queue and registers it,
+// so that a notice that comes as soon as it is queued finds me; ok is
+// false when w's subscription is not confirmed (a queued ticket would not
+// be heard) or me already has one.
+func (h *hub) newTicket(w *watch, me *waiter) (ticket string, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !w.active || w.ended || me.ticket != "" {
+		return "", false
+	}
+	me.ticket = h.prefix + strconv.FormatUint(h.seq.Add(1), 36)
+	h.tickets[me.ticket] = me
+	return me.ticket, true
+}
+
+// dropTicket forgets me's ticket and returns it, or "" if it has none
+// (it was never queued, or a notice has used it).
+func (h *hub) dropTicket(me *waiter) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := me.ticket
+	if t != "" {
+		delete(h.tickets, t)
+		me.ticket = ""
+	}
+	return t
+}
+
+// takeNamed reports whether me was woken by its ticket since the last
+// call: the lock was handed to it, and no one else was woken.
+func (h *hub) takeNamed(me *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	named := me.named
+	me.named = false
+	return named
 }
 
 func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }

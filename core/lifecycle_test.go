@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -656,6 +657,150 @@ func TestWakeOnRelease(t *testing.T) {
 				assert.Equal(t, lock.Value(), v, "%s", n)
 			}
 			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+}
+
+func TestWaitQueue(t *testing.T) {
+	const delay = time.Minute // retry delay: only notices wake waiters in time
+	named := func() []*memory.Node {
+		return []*memory.Node{memory.New(memory.WithName("c")), memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))}
+	}
+	newLockers := func(t *testing.T, nodes []*memory.Node, n int) []*core.Locker {
+		ls := make([]*core.Locker, n)
+		for i := range ls {
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, l.Close()) })
+			ls[i] = l
+		}
+		return ls
+	}
+	queueOnHerald := func(nodes []*memory.Node) bool {
+		q, _ := core.QueueKey("k")
+		return slices.Contains(nodes[1].Keys(), q) // "a" is first by name
+	}
+
+	t.Run("first come, first served across Lockers", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := named()
+			ls := newLockers(t, nodes, 4)
+			held, err := ls[0].Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			type turn struct {
+				who  int
+				lock *core.Lock
+			}
+			turns := make(chan turn, 3)
+			for who := 1; who <= 3; who++ {
+				go func() {
+					lock, err := ls[who].Acquire(t.Context(), "k")
+					if assert.NoError(t, err) {
+						turns <- turn{who, lock}
+					}
+				}()
+				synctest.Wait() // queued before the next one starts
+			}
+			assert.True(t, queueOnHerald(nodes), "the waiters queue on the herald")
+			for _, want := range []int{1, 2, 3} {
+				released := time.Now()
+				require.NoError(t, held.Release(t.Context()))
+				got := <-turns
+				assert.Equal(t, want, got.who, "served in the order they came")
+				assert.Equal(t, released, time.Now(), "handed over at once")
+				held = got.lock
+				synctest.Wait()
+				assert.Empty(t, turns, "one release wakes one waiter")
+			}
+			require.NoError(t, held.Release(t.Context()))
+			assert.False(t, queueOnHerald(nodes), "the queue is gone with its last waiter")
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		})
+	})
+
+	t.Run("the releaser queues behind the waiter it handed over to", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := named()
+			ls := newLockers(t, nodes, 2)
+			held, err := ls[0].Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			order := make(chan int, 2)
+			waiterLock := make(chan *core.Lock, 1)
+			go func() {
+				lock, err := ls[1].Acquire(t.Context(), "k")
+				if assert.NoError(t, err) {
+					order <- 1
+					waiterLock <- lock
+				}
+			}()
+			synctest.Wait()
+			require.NoError(t, held.Release(t.Context()))
+			again := make(chan *core.Lock, 1)
+			go func() {
+				lock, err := ls[0].Acquire(t.Context(), "k")
+				if assert.NoError(t, err) {
+					order <- 0
+					again <- lock
+				}
+			}()
+			synctest.Wait()
+			assert.Equal(t, 1, <-order, "the waiter takes the lock, not the releaser")
+			assert.Empty(t, order)
+			require.NoError(t, (<-waiterLock).Release(t.Context()))
+			assert.Equal(t, 0, <-order, "then the releaser, woken by its own ticket")
+			require.NoError(t, (<-again).Release(t.Context()))
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		})
+	})
+
+	t.Run("a waiter that gives up leaves the queue", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := named()
+			ls := newLockers(t, nodes, 3)
+			held, err := ls[0].Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			_, err = ls[1].Acquire(ctx, "k")
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.False(t, queueOnHerald(nodes), "its ticket is taken out")
+			// The next waiter is then the head of the queue.
+			got := make(chan *core.Lock, 1)
+			go func() {
+				lock, err := ls[2].Acquire(t.Context(), "k")
+				if assert.NoError(t, err) {
+					got <- lock
+				}
+			}()
+			synctest.Wait()
+			released := time.Now()
+			require.NoError(t, held.Release(t.Context()))
+			lock := <-got
+			assert.Equal(t, released, time.Now())
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+
+	t.Run("a lock free on the herald but held elsewhere costs a few rounds, not a spin", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := named()
+			ls := newLockers(t, nodes, 1)
+			// Held on the other nodes but not the herald: the waiter
+			// cannot queue (the lock looks free there), and tries again
+			// at once, once, before it waits.
+			nodes[0].Set("k", "rival", time.Hour)
+			nodes[2].Set("k", "rival", time.Hour)
+			ctx, cancel := context.WithTimeout(t.Context(), delay/2)
+			defer cancel()
+			_, err := ls[0].Acquire(ctx, "k")
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+			// The first round; the one woken when the subscription was
+			// confirmed; the retry at once when the queue found the lock
+			// free; and the one woken by that retry's clean-up. Then
+			// nothing until the retry delay: rounds that notices start do
+			// not announce their clean-up, so they cannot wake each other.
+			assert.Equal(t, 4, quorumError(t, err).Tries)
+			assert.False(t, queueOnHerald(nodes))
 		})
 	})
 }

@@ -23,8 +23,16 @@ type Locker struct {
 
 	keeper *keeper // kept-alive locks
 	hub    *hub    // release-notice subscriptions
-	wake   bool    // WithWakeOnRelease and at least one node is a Watcher
+	wake   bool    // WithWakeOnRelease and the herald is a Watcher
 	order  []int   // node indexes by name: the order a woken waiter asks in
+	herald int     // order[0]: the node that publishes releases and queues waiters
+
+	queueTTL  string // expiry of a wait queue, in milliseconds
+	ttlMillis string // the TTL in milliseconds, for scripts
+
+	yieldN  atomic.Int32 // len(yields), read without yieldMu
+	yieldMu sync.Mutex
+	yields  map[string]time.Time // keys this Locker handed to a waiter, until when it yields
 
 	mu       sync.Mutex
 	closed   bool
@@ -80,11 +88,12 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		l.order[i] = i
 	}
 	slices.SortFunc(l.order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
-	for _, n := range nodes {
-		if _, ok := n.(Watcher); ok && o.wake {
-			l.wake = true
-		}
-	}
+	l.herald = l.order[0]
+	_, watcher := nodes[l.herald].(Watcher)
+	l.wake = o.wake && watcher
+	l.queueTTL = millis(max(queueTTLFactor*o.ttl, time.Second))
+	l.ttlMillis = millis(o.ttl)
+	l.yields = make(map[string]time.Time)
 	return l, nil
 }
 
@@ -145,9 +154,13 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	var last *QuorumError
 	var w *watch // the key's release notices, after a round lost to a holder
 	var me *waiter
-	woken := false // this round follows a release notice
+	var qkey string    // the key's wait queue, once needed
+	var woken wakeKind // what woke the waiter for this round
+	yield := l.wake && tries > 1 && l.yielding(rkey)
+	freeRetried := false // the queue found the lock free once already
 	defer func() {
 		if w != nil {
+			l.dequeue(ctx, me, qkey)
 			l.hub.leave(w, me)
 		}
 	}()
@@ -159,44 +172,170 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			last.Context = err
 			return nil, last
 		}
+		// A Locker that just handed this key to a queued waiter does not
+		// race that waiter for it: it queues behind it instead.
+		force := yield
+		yield = false
+		if !force {
+			if w != nil {
+				// Queued before the round, so that a release during it counts.
+				l.hub.arm(w, me)
+			}
+			lock, qe, handed := l.acquireOnce(ctx, key, rkey, fence, woken)
+			woken = wokenByNothing
+			if w != nil {
+				l.hub.roundOver(w, me, qe == nil)
+			}
+			if qe == nil {
+				return l.register(lock)
+			}
+			qe.Tries = try
+			last = qe
+			if qe.Context != nil || try >= tries {
+				return nil, qe
+			}
+			// A round whose clean-up handed the key on queues behind the
+			// waiter it woke.
+			force = handed
+		}
+		if l.wake && (force || errors.Is(last.Reason, ErrNotAcquired)) {
+			if w == nil {
+				me = newWaiter()
+				w = l.hub.join(rkey, me)
+			}
+			if qkey == "" {
+				qkey, _ = QueueKey(rkey)
+			}
+			if free := l.enqueue(ctx, w, me, rkey, qkey, force); free && !freeRetried {
+				freeRetried = true
+				continue // released before the waiter could queue: try again now
+			}
+		}
 		var released <-chan struct{}
+		delay := max(l.o.retry(try), MinRetryDelay)
 		if w != nil {
-			// Queued before the round, so that a release during it counts.
 			l.hub.arm(w, me)
 			released = me.woken
 		}
-		lock, qe := l.acquireOnce(ctx, key, rkey, fence, woken)
-		woken = false
-		if w != nil {
-			l.hub.roundOver(w, me, qe == nil)
-		}
-		if qe == nil {
-			return l.register(lock)
-		}
-		qe.Tries = try
-		last = qe
-		if qe.Context != nil || try >= tries {
-			return nil, qe
-		}
-		if w == nil && l.wake && errors.Is(qe.Reason, ErrNotAcquired) {
-			me = newWaiter()
-			w = l.hub.join(rkey, me)
-			released = me.woken
-		}
-		delay := max(l.o.retry(try), MinRetryDelay)
 		timer := l.o.clock.NewTimer(delay)
 		select {
 		case <-timer.C():
 		case <-released:
 			timer.Stop()
-			woken = true
+			woken = wokenByNotice
+			if l.hub.takeNamed(me) {
+				woken = wokenByTicket
+			}
 		case <-ctx.Done():
 			timer.Stop()
 		case <-l.closing:
 			timer.Stop()
-			return nil, errors.Join(l.closedError(OpAcquire, key), qe)
+			if last == nil {
+				return nil, l.closedError(OpAcquire, key)
+			}
+			return nil, errors.Join(l.closedError(OpAcquire, key), last)
 		}
 	}
+}
+
+// wakeKind says what started a round of Acquire.
+type wakeKind uint8
+
+const (
+	wokenByNothing wakeKind = iota // the first round, a retry delay or a free lock
+	wokenByNotice                  // an empty release notice, which may have woken others
+	wokenByTicket                  // the waiter's own ticket: it alone was woken
+)
+
+// queueTTLFactor sets how long a wait queue outlives its last addition,
+// in TTLs: the tickets of waiters that vanished without leaving the queue
+// (a crashed process) are gone by then.
+const queueTTLFactor = 4
+
+// enqueue puts me's ticket in the key's wait queue on the herald, behind
+// the waiters already there; with force, even if the lock is free. It
+// reports free when the lock was free, so that nothing was queued: the
+// caller should try again at once. It does nothing when the key has no
+// queue, w's subscription is not confirmed yet (the waiter polls and tries
+// again after its next round), or me is already queued.
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey string, force bool) (free bool) {
+	if qkey == "" {
+		return false
+	}
+	ticket, ok := l.hub.newTicket(w, me)
+	if !ok {
+		return false
+	}
+	mode := ""
+	if force {
+		mode = "force"
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+	// One run only: the script is not idempotent, and a ticket queued
+	// twice would be popped twice.
+	a, err := l.scriptAnswerOnce(cctx, l.herald, ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
+	cancel()
+	if err != nil || a == 0 {
+		// A call that failed may have queued it: a notice for a dropped
+		// ticket wakes the Locker's longest waiting waiter instead.
+		l.hub.dropTicket(me)
+	}
+	return err == nil && a == 0
+}
+
+// dequeue takes me's ticket out of the wait queue, if it is still there,
+// when Acquire returns: otherwise a release would hand the key to no one.
+func (l *Locker) dequeue(ctx context.Context, me *waiter, qkey string) {
+	ticket := l.hub.dropTicket(me)
+	if ticket == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
+	_, _ = l.scriptAnswerOnce(cctx, l.herald, ScriptDequeue, []string{qkey}, []string{ticket})
+	cancel()
+}
+
+// handedOver records that this Locker's release handed rkey to a queued
+// waiter: for a moment, an Acquire of rkey here queues behind that waiter
+// instead of racing it (see yielding).
+func (l *Locker) handedOver(rkey string) {
+	now := l.o.clock.Now()
+	l.yieldMu.Lock()
+	defer l.yieldMu.Unlock()
+	if len(l.yields) >= maxYields {
+		for k, until := range l.yields {
+			if !now.Before(until) {
+				delete(l.yields, k)
+			}
+		}
+	}
+	if len(l.yields) < maxYields {
+		l.yields[rkey] = now.Add(l.o.nodeTimeout)
+	}
+	l.yieldN.Store(int32(len(l.yields)))
+}
+
+// maxYields bounds the keys a Locker remembers having handed over.
+const maxYields = 1024
+
+// yielding reports whether this Locker handed rkey to a queued waiter
+// within the last node timeout, and forgets it: the waiter needs that
+// long at most to take the lock, and a caller that takes the key again at
+// once would otherwise win every race against it (the waiter first has to
+// hear of the release), keeping the lock to itself.
+func (l *Locker) yielding(rkey string) bool {
+	if l.yieldN.Load() == 0 {
+		return false
+	}
+	l.yieldMu.Lock()
+	defer l.yieldMu.Unlock()
+	until, ok := l.yields[rkey]
+	if !ok {
+		return false
+	}
+	delete(l.yields, rkey)
+	l.yieldN.Store(int32(len(l.yields)))
+	return l.o.clock.Now().Before(until)
 }
 
 // Stats is a snapshot of a Locker's activity, for metrics and tests.
@@ -309,18 +448,24 @@ func (l *Locker) leaderRound(ctx context.Context, start time.Time, call nodeCall
 // acquireOnce is one round of the Redlock algorithm, with the fencing
 // step when fence (the counter key) is set.
 //
-// A round that follows a release notice (woken) is a leaderRound.
-func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken bool) (*Lock, *QuorumError) {
+// A round that follows an empty release notice is a leaderRound. A round
+// that follows any notice does not announce its clean-up (see below).
+//
+// It also reports whether its clean-up handed the key to a queued waiter.
+func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
-	call := func(ctx context.Context, i int) (bool, error) {
-		return l.nodes[i].SetNX(ctx, rkey, value, ttl)
-	}
+	var call nodeCall
 	var counters []int64
-	if fence != "" {
+	if fence == "" {
+		call = func(ctx context.Context, i int) (bool, error) {
+			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+		}
+	} else {
 		counters = make([]int64, len(l.nodes))
-		keys, args := []string{rkey, fence}, []string{value, millis(ttl)}
+		kv := []string{rkey, fence, value, l.ttlMillis}
+		keys, args := kv[:2:2], kv[2:]
 		call = func(ctx context.Context, i int) (bool, error) {
 			reply, err := l.eval(ctx, i, ScriptAcquireFenced, keys, args)
 			if err != nil {
@@ -336,17 +481,17 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 
 	var results []NodeResult
-	if woken && len(l.nodes) > 1 {
+	if woken == wokenByNotice && len(l.nodes) > 1 {
 		var taken bool
 		if results, taken = l.leaderRound(ctx, start, call); taken {
 			// Lost at the first node that answered: nothing to undo.
 			return nil, &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Reason: ErrNotAcquired, Nodes: results,
-				Validity: ttl - l.o.clock.Now().Sub(start) - l.o.drift(), Context: contextError(ctx)}
+				Validity: ttl - l.o.clock.Now().Sub(start) - l.o.drift(), Context: contextError(ctx)}, false
 		}
 	} else {
 		results = l.round(ctx, l.o.strategy, call)
 	}
-	ok, _, failed := tally(results)
+	ok, refused, failed := tally(results)
 	var token int64
 	var fenceErr *QuorumError
 	if fence != "" && ok >= l.o.quorum {
@@ -354,7 +499,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
-		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}, nil
+		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}, nil, false
 	}
 
 	// Redlock rule 5: release every node, including those whose answer was
@@ -363,24 +508,28 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	// key somewhere, the release notices go out: waiters that lost to this
 	// round's keys (a split vote leaves no holder) must not sleep out their
 	// retry delay for a lock no one holds.
-	cctx, cancel := l.detached(ctx)
-	l.releaseAll(cctx, rkey, value, ok > 0)
-	cancel()
+	// Only a round that no notice started announces it, though: rounds
+	// that notices start and whose clean-ups start others could go on
+	// waking each other while a holder the herald does not know of keeps
+	// the lock.
+	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing)
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
-		return nil, fenceErr
+		return nil, fenceErr, handed
 	}
 
 	qe := &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Nodes: results, Validity: validity, Context: contextError(ctx)}
 	switch {
 	case ok >= l.o.quorum:
 		qe.Reason = ErrValidityExpired
-	case failed > len(l.nodes)-l.o.quorum:
+	case failed > len(l.nodes)-l.o.quorum, ok+refused+failed == 0 && ctx.Err() == nil:
+		// Too many failures, or a round whose node timeout ran out before
+		// it could ask anyone (a starved process): not a holder's doing.
 		qe.Reason = ErrUnavailable
 	default:
 		qe.Reason = ErrNotAcquired
 	}
-	return nil, qe
+	return nil, qe, handed
 }
 
 // notTried is the error of an operation that did not get to ask any node.

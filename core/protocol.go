@@ -18,7 +18,14 @@ import (
 //	acquire  SET key value NX PX ttl
 //	extend   if GET key == value then PEXPIRE key ttl      (ScriptExtend)
 //	release  if GET key == value then DEL key and          (ScriptRelease)
-//	         PUBLISH ReleaseChannel(key) ""
+//	         PUBLISH ReleaseChannel(key) ticket-or-""      (herald node only)
+//
+// Waiters that lost a round to a holder queue on one node, the herald (the
+// first node by name): ScriptEnqueue appends a ticket to the key's wait
+// queue there, and the herald's release pops the oldest ticket and
+// publishes it, so that exactly that waiter wakes and takes the lock: first
+// come, first served, without a herd. The queue decides only who tries
+// next, never who holds the lock: that is still SET NX on a quorum.
 //
 // With fencing tokens on (WithFencing), acquisition is a script that also
 // increments a counter kept beside the key (ScriptAcquireFenced), and a
@@ -55,18 +62,26 @@ func (s *Script) SHA() string { return s.sha }
 // The scripts of the protocol. Backends that cannot run Lua (such as
 // backends/memory) recognise them by SHA and implement their semantics.
 var (
-	// ScriptRelease deletes KEYS[1] if it holds ARGV[1] and then, when
-	// ARGV[2] is given (core always gives ReleaseChannel of the key),
-	// publishes an empty message on that channel, which wakes the waiters of
-	// a Watcher. It returns the number of keys deleted (1 or 0).
-	ScriptRelease = newScript(1<<0, "release", `if redis.call("get", KEYS[1]) == ARGV[1] then
-	redis.call("del", KEYS[1])
-	if ARGV[2] then
-		redis.call("publish", ARGV[2], "")
-	end
-	return 1
+	// ScriptRelease deletes KEYS[1] if it holds ARGV[1] and returns 1, or
+	// returns 0. When ARGV[2] is given (core gives ReleaseChannel of the
+	// key, on the herald node only: see Locker), it then announces the
+	// release on that channel: when the wait queue KEYS[2] is given and not
+	// empty, it pops the ticket at its head, publishes that ticket (only
+	// that waiter is woken) and returns 2; otherwise it publishes an empty
+	// message, which any waiter may take.
+	ScriptRelease = newScript(1<<0, "release", `if redis.call("get", KEYS[1]) ~= ARGV[1] then
+	return 0
 end
-return 0`)
+redis.call("del", KEYS[1])
+if ARGV[2] then
+	local ticket = KEYS[2] and redis.call("lpop", KEYS[2])
+	if ticket then
+		redis.call("publish", ARGV[2], ticket)
+		return 2
+	end
+	redis.call("publish", ARGV[2], "")
+end
+return 1`)
 
 	// ScriptExtend sets the expiry of KEYS[1] to ARGV[2] milliseconds if it
 	// holds ARGV[1], and returns 1 if it did, else 0.
@@ -91,11 +106,28 @@ if (tonumber(redis.call("get", KEYS[1])) or 0) < t then
 	redis.call("set", KEYS[1], ARGV[1])
 end
 return 1`)
+
+	// ScriptEnqueue appends the waiter ticket ARGV[1] to the wait queue
+	// KEYS[2] of the lock KEYS[1], and sets the queue to expire after
+	// ARGV[2] milliseconds, returning 1; but when ARGV[3] is not "force"
+	// and the lock is free, it does nothing and returns 0: the waiter
+	// should try again at once rather than wait for a release that
+	// already happened.
+	ScriptEnqueue = newScript(1<<4, "enqueue", `if ARGV[3] ~= "force" and redis.call("exists", KEYS[1]) == 0 then
+	return 0
+end
+redis.call("rpush", KEYS[2], ARGV[1])
+redis.call("pexpire", KEYS[2], ARGV[2])
+return 1`)
+
+	// ScriptDequeue removes the waiter ticket ARGV[1] from the wait queue
+	// KEYS[1] and returns how many entries it removed.
+	ScriptDequeue = newScript(1<<5, "dequeue", `return redis.call("lrem", KEYS[1], 0, ARGV[1])`)
 )
 
 // Scripts returns every script of the protocol.
 func Scripts() []*Script {
-	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence}
+	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence, ScriptEnqueue, ScriptDequeue}
 }
 
 // ReleaseChannel is the pub/sub channel on which ScriptRelease announces
@@ -113,13 +145,26 @@ const FenceSuffix = ":fence"
 // made a hash tag ("orders:42" gives "{orders:42}:fence"). A key with no
 // hash tag that contains "}" cannot be wrapped that way, so it has no
 // counter and ok is false; core then refuses the key when fencing is on.
-func FenceKey(key string) (counter string, ok bool) {
+func FenceKey(key string) (counter string, ok bool) { return sideKey(key, FenceSuffix) }
+
+// QueueSuffix ends the name of a key's wait queue; see QueueKey.
+const QueueSuffix = ":queue"
+
+// QueueKey returns the name of the wait queue of key (the stored key): a
+// Redis list of waiter tickets on the herald node, in key's cluster slot,
+// named as FenceKey names the counter but with QueueSuffix. ok is false
+// when no such name exists; such a key is waited for without a queue.
+func QueueKey(key string) (queue string, ok bool) { return sideKey(key, QueueSuffix) }
+
+// sideKey names a key that lives beside key in its cluster slot.
+func sideKey(key, suffix string) (string, bool) {
+	var side string
 	if hasHashTag(key) {
-		counter = key + FenceSuffix
+		side = key + suffix
 	} else {
-		counter = "{" + key + "}" + FenceSuffix
+		side = "{" + key + "}" + suffix
 	}
-	return counter, HashSlot(counter) == HashSlot(key)
+	return side, HashSlot(side) == HashSlot(key)
 }
 
 // newValue returns ValueBytes random bytes from crypto/rand, base64url
@@ -157,45 +202,59 @@ func (l *Locker) eval(ctx context.Context, i int, s *Script, keys, args []string
 	return reply, err
 }
 
-// scriptVote runs one of the compare-and-act scripts on node i; they reply
-// 1 when the key held the value and 0 when it did not.
+// scriptVote runs one of the compare-and-act scripts on node i and
+// reports whether the node said yes (see scriptAnswer).
+func (l *Locker) scriptVote(ctx context.Context, i int, s *Script, keys, args []string) (bool, error) {
+	a, err := l.scriptAnswer(ctx, i, s, keys, args)
+	return a > 0, err
+}
+
+// scriptAnswer runs one of the compare-and-act scripts on node i; they
+// reply 1 when the key held the value and 0 when it did not (and the
+// release script 2 when it also handed the lock to a queued waiter).
 //
 // A node failure that leaves time on ctx (a refused or reset connection,
 // typically a pooled connection to a server that restarted since it was
-// last used) is retried once at once: both scripts are idempotent, so a
+// last used) is retried once at once: the scripts are idempotent, so a
 // second run cannot do harm. Only a "yes" from the retry counts; anything
 // else reports the first failure, because a first attempt whose reply was
 // lost may have acted (a release that deleted the key makes the retry
 // answer 0, which must not read as "someone else holds it").
-func (l *Locker) scriptVote(ctx context.Context, i int, s *Script, keys, args []string) (bool, error) {
-	ok, err := l.scriptVoteOnce(ctx, i, s, keys, args)
+func (l *Locker) scriptAnswer(ctx context.Context, i int, s *Script, keys, args []string) (int64, error) {
+	a, err := l.scriptAnswerOnce(ctx, i, s, keys, args)
 	if err == nil || ctx.Err() != nil || l.nodes[i].Classify(err) != KindNodeFailure {
-		return ok, err
+		return a, err
 	}
-	if again, err2 := l.scriptVoteOnce(ctx, i, s, keys, args); err2 == nil && again {
-		return true, nil
+	if again, err2 := l.scriptAnswerOnce(ctx, i, s, keys, args); err2 == nil && again > 0 {
+		return again, nil
 	}
-	return false, err
+	return 0, err
 }
 
-func (l *Locker) scriptVoteOnce(ctx context.Context, i int, s *Script, keys, args []string) (bool, error) {
+func (l *Locker) scriptAnswerOnce(ctx context.Context, i int, s *Script, keys, args []string) (int64, error) {
 	reply, err := l.eval(ctx, i, s, keys, args)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return voteOf(s, reply)
+	return answerOf(s, reply)
 }
 
-// voteOf reads the reply of a compare-and-act script: 1 is yes, 0 or nil
-// no, anything else an error.
+// voteOf reads the reply of a compare-and-act script as a yes or a no.
 func voteOf(s *Script, reply any) (bool, error) {
+	a, err := answerOf(s, reply)
+	return a > 0, err
+}
+
+// answerOf reads the reply of a compare-and-act script: 1 is yes, 0 or nil
+// no, 2 (release only) yes and handed over, anything else an error.
+func answerOf(s *Script, reply any) (int64, error) {
 	switch v := reply.(type) {
 	case int64:
-		if v == 0 || v == 1 {
-			return v == 1, nil
+		if v == 0 || v == 1 || (v == 2 && s == ScriptRelease) {
+			return v, nil
 		}
 	case nil:
-		return false, nil
+		return 0, nil
 	}
-	return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.name)
+	return 0, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.name)
 }

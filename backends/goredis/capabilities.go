@@ -77,7 +77,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 // Watch implements core.Watcher with a go-redis PubSub: SUBSCRIBE channel
 // on a connection of its own, and Watch returns once the server has
 // confirmed it (or with the error, when ctx ends first or the subscription
-// fails). A goroutine then receives the messages and calls notify for each
+// fails). A goroutine then receives the messages and calls notify with each
 // one on channel. If the connection is lost, go-redis subscribes again on
 // a new one; notify is then called once, since a release may have been
 // missed in between. stop closes the PubSub, which ends the goroutine at
@@ -88,7 +88,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 // Watch return an error matching errors.ErrUnsupported. On a
 // *redis.ClusterClient the subscription goes to one master; Redis Cluster
 // forwards every PUBLISH to all of them.
-func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	sub, ok := n.client.(subscriber)
 	if !ok {
 		return nil, fmt.Errorf("goredis: client %T has no Subscribe method: %w", n.client, errors.ErrUnsupported)
@@ -124,7 +124,7 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop f
 type watch struct {
 	ps        *redis.PubSub
 	channel   string
-	notify    func()
+	notify    func(message string)
 	confirmed chan struct{} // closed at the first confirmation
 	failed    chan error    // the error that ended the goroutine before it
 	done      chan struct{} // closed when the goroutine has ended
@@ -178,11 +178,11 @@ func (w *watch) run(ctx context.Context) {
 				rctx = context.WithoutCancel(ctx)
 				close(w.confirmed)
 			} else {
-				w.notify() // subscribed again after a lost connection
+				w.notify("") // subscribed again after a lost connection
 			}
 		case *redis.Message:
 			if confirmed && m.Channel == w.channel {
-				w.notify()
+				w.notify(m.Payload)
 			}
 		}
 	}

@@ -55,7 +55,7 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	assert.Equal(t, int64(0), calls[2].Reply)
 
 	// Without Subscribe, Watch is unsupported.
-	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func() {})
+	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func(string) {})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Nil(t, stop)
 }

@@ -159,7 +159,7 @@ func (h *handle) EvalBatch(ctx context.Context, calls []core.Call) {
 	h.Node.EvalBatch(ctx, calls)
 }
 
-func (h *handle) Watch(ctx context.Context, channel string, notify func()) (func(), error) {
+func (h *handle) Watch(ctx context.Context, channel string, notify func(message string)) (func(), error) {
 	if h.closed.Load() {
 		return nil, memory.ErrClosed
 	}

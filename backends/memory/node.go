@@ -57,10 +57,11 @@ var (
 	_ core.Watcher = (*Node)(nil)
 )
 
-type subscription struct{ notify func() }
+type subscription struct{ notify func(message string) }
 
 type entry struct {
 	value   string
+	list    []string  // a list's items (the wait queue), oldest first
 	expires time.Time // zero: no expiry
 }
 
@@ -256,7 +257,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 
 // Watch implements core.Watcher with in-process subscriptions: a release
 // of a key through this node notifies the watchers of its channel.
-func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	if notify == nil {
 		return nil, fmt.Errorf("%w: memory: Watch with a nil notify", core.ErrInvalidArgument)
 	}
@@ -285,15 +286,16 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop f
 	}, nil
 }
 
-// publish returns the notify functions of channel's watchers; n.mu is held.
-func (n *Node) publish(channel string) []func() {
+// publish returns the calls that deliver message to channel's watchers;
+// n.mu is held.
+func (n *Node) publish(channel, message string) []func() {
 	set := n.subs[channel]
 	if len(set) == 0 {
 		return nil
 	}
 	out := make([]func(), 0, len(set))
 	for s := range set {
-		out = append(out, s.notify)
+		out = append(out, func() { s.notify(message) })
 	}
 	return out
 }
@@ -320,18 +322,59 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 	now := n.clock.Now()
 	switch s {
 	case core.ScriptRelease:
-		if len(keys) != 1 || len(args) < 1 || len(args) > 2 {
-			return nil, nil, errors.New("ERR release script takes 1 key and 1 or 2 arguments")
+		if len(keys) < 1 || len(keys) > 2 || len(args) < 1 || len(args) > 2 {
+			return nil, nil, errors.New("ERR release script takes 1 or 2 keys and 1 or 2 arguments")
 		}
-		if e, ok := n.data[keys[0]]; ok && e.live(now) && e.value == args[0] {
-			delete(n.data, keys[0])
-			var notify []func()
-			if len(args) == 2 {
-				notify = n.publish(args[1])
+		e, ok := n.data[keys[0]]
+		if !ok || !e.live(now) || e.value != args[0] {
+			return int64(0), nil, n.reply()
+		}
+		delete(n.data, keys[0])
+		if len(args) < 2 {
+			return int64(1), nil, n.reply()
+		}
+		if len(keys) == 2 {
+			if ticket, ok := n.pop(keys[1], now); ok {
+				return int64(2), n.publish(args[1], ticket), n.reply()
 			}
-			return int64(1), notify, n.reply()
 		}
-		return int64(0), nil, n.reply()
+		return int64(1), n.publish(args[1], ""), n.reply()
+	case core.ScriptEnqueue:
+		if len(keys) != 2 || len(args) != 3 {
+			return nil, nil, errors.New("ERR enqueue script takes 2 keys and 3 arguments")
+		}
+		ms, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+		}
+		if e, ok := n.data[keys[0]]; args[2] != "force" && (!ok || !e.live(now)) {
+			return int64(0), nil, n.reply()
+		}
+		q := n.data[keys[1]]
+		if !q.live(now) {
+			q = entry{}
+		}
+		q.list = append(q.list, args[0])
+		q.expires = now.Add(time.Duration(ms) * time.Millisecond)
+		n.data[keys[1]] = q
+		return int64(1), nil, n.reply()
+	case core.ScriptDequeue:
+		if len(keys) != 1 || len(args) != 1 {
+			return nil, nil, errors.New("ERR dequeue script takes 1 key and 1 argument")
+		}
+		q, ok := n.data[keys[0]]
+		if !ok || !q.live(now) {
+			return int64(0), nil, n.reply()
+		}
+		kept := q.list[:0]
+		for _, t := range q.list {
+			if t != args[0] {
+				kept = append(kept, t)
+			}
+		}
+		removed := int64(len(q.list) - len(kept))
+		n.setList(keys[0], q, kept)
+		return removed, nil, n.reply()
 	case core.ScriptExtend:
 		if len(keys) != 1 || len(args) != 2 {
 			return nil, nil, errors.New("ERR extend script takes 1 key and 2 arguments")
@@ -382,6 +425,28 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		return int64(1), nil, n.reply()
 	}
 	return nil, nil, fmt.Errorf("memory: script %q has no implementation", s.Name())
+}
+
+// pop takes the oldest item of the list at key; n.mu is held.
+func (n *Node) pop(key string, now time.Time) (string, bool) {
+	q, ok := n.data[key]
+	if !ok || !q.live(now) || len(q.list) == 0 {
+		return "", false
+	}
+	item := q.list[0]
+	n.setList(key, q, q.list[1:])
+	return item, true
+}
+
+// setList stores q with items, deleting it when empty, as Redis deletes
+// an empty list; n.mu is held.
+func (n *Node) setList(key string, q entry, items []string) {
+	if len(items) == 0 {
+		delete(n.data, key)
+		return
+	}
+	q.list = items
+	n.data[key] = q
 }
 
 // counter reads an integer key, 0 when missing; n.mu is held.

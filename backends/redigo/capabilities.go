@@ -86,7 +86,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 // called more than once. The connection is closed rather than handed back
 // for reuse: the pool would unsubscribe it and wait, without a deadline,
 // for the server's answer.
-func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -132,9 +132,9 @@ func (n *Node) subscribe(ctx context.Context, channel string) (redis.Conn, error
 	}
 }
 
-// receive calls notify for each message on channel until ctx ends,
+// receive calls notify with each message on channel until ctx ends,
 // subscribing again on a new connection when one is lost.
-func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, notify func()) {
+func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, notify func(message string)) {
 	backoff := nodeutil.MinBackoff
 	for {
 		psc := redis.PubSubConn{Conn: conn}
@@ -143,7 +143,7 @@ func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, not
 			switch v := psc.ReceiveContext(ctx).(type) {
 			case redis.Message:
 				if v.Channel == channel {
-					notify()
+					notify(string(v.Data))
 				}
 			case error:
 				break read
@@ -163,7 +163,7 @@ func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, not
 			}
 		}
 		backoff = nodeutil.MinBackoff
-		notify() // subscribed again: a release may have been missed
+		notify("") // subscribed again: a release may have been missed
 	}
 }
 

@@ -22,7 +22,7 @@ func TestCapabilitiesOnClosedPool(t *testing.T) {
 
 	// A watch in place when the pool closes keeps its connection until
 	// stopped, and stop still ends it.
-	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func() {})
+	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
 	require.NoError(t, err)
 	require.NoError(t, pool.Close())
 	stop()
@@ -31,6 +31,6 @@ func TestCapabilitiesOnClosedPool(t *testing.T) {
 	n.EvalBatch(t.Context(), calls)
 	require.Error(t, calls[0].Err)
 	assert.Equal(t, core.KindNodeFailure, n.Classify(calls[0].Err))
-	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func() {})
+	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
 	require.Error(t, err)
 }

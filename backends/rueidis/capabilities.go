@@ -89,7 +89,7 @@ const unsubscribeTimeout = 250 * time.Millisecond
 // on the connection the client pipelines its commands on, and Watch
 // returns once the server has confirmed it (seen through
 // rueidis.WithOnSubscriptionHook), or with Receive's error if it failed
-// first, or ctx's error. Receive then calls notify for each message on
+// first, or ctx's error. Receive then calls notify with each message on
 // channel from a goroutine of Watch's. If Receive ends while the
 // subscription should last (a lost connection), the goroutine subscribes
 // again, pacing its attempts, and calls notify once subscribed again,
@@ -106,7 +106,7 @@ const unsubscribeTimeout = 250 * time.Millisecond
 // A client without Receive makes Watch return an error matching
 // errors.ErrUnsupported, and a node closed with CloseClient refuses with
 // rueidis.ErrClosing.
-func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop func(), err error) {
+func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	if err := n.check(ctx, nil); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func()) (stop f
 type watch struct {
 	node      *Node
 	channel   string
-	notify    func()
+	notify    func(message string)
 	cancel    context.CancelFunc
 	confirmed chan struct{} // closed at the first confirmation
 	live      atomic.Bool   // confirmed: messages count from now on
@@ -181,7 +181,7 @@ func (w *watch) run(ctx context.Context, recv receiver) {
 			if w.live.CompareAndSwap(false, true) {
 				close(w.confirmed)
 			} else {
-				w.notify() // subscribed again: a release may have been missed
+				w.notify("") // subscribed again: a release may have been missed
 			}
 		}
 		rctx := rueidis.WithOnSubscriptionHook(ctx, hook)
@@ -196,7 +196,7 @@ func (w *watch) run(ctx context.Context, recv receiver) {
 		cmd := w.node.client.B().Subscribe().Channel(w.channel).Build()
 		err := recv.Receive(rctx, cmd, func(m rueidis.PubSubMessage) {
 			if m.Channel == w.channel && w.live.Load() {
-				w.notify()
+				w.notify(m.Message)
 			}
 		})
 		switch {

@@ -56,7 +56,7 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	assert.Equal(t, int64(0), calls[2].Reply)
 
 	// Without Receive, Watch is unsupported.
-	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func() {})
+	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func(string) {})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Nil(t, stop)
 }
@@ -69,7 +69,7 @@ func TestCapabilitiesAfterCloseClient(t *testing.T) {
 
 	// A watch in place when the node closes ends quietly; stop still
 	// returns.
-	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func() {})
+	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
 	require.NoError(t, err)
 	require.NoError(t, n.Close())
 	stop()
@@ -82,7 +82,7 @@ func TestCapabilitiesAfterCloseClient(t *testing.T) {
 	for _, c := range calls {
 		require.ErrorIs(t, c.Err, rueidis.ErrClosing)
 	}
-	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func() {})
+	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
 	require.ErrorIs(t, err, rueidis.ErrClosing)
 }
 
@@ -100,9 +100,9 @@ func TestWatchUnsubscribes(t *testing.T) {
 		require.NoError(t, err)
 		return v[ch]
 	}
-	stopA, err := n.Watch(t.Context(), ch, func() {})
+	stopA, err := n.Watch(t.Context(), ch, func(string) {})
 	require.NoError(t, err)
-	stopB, err := n.Watch(t.Context(), ch, func() {})
+	stopB, err := n.Watch(t.Context(), ch, func(string) {})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), subscribers(), "both watches share the client's connection")
 	stopA()

@@ -82,7 +82,7 @@ type watcher struct {
 	w core.Watcher
 }
 
-func (n *watcher) Watch(ctx context.Context, channel string, notify func()) (func(), error) {
+func (n *watcher) Watch(ctx context.Context, channel string, notify func(message string)) (func(), error) {
 	n.counts.Watches.Add(1)
 	return n.w.Watch(ctx, channel, notify)
 }

@@ -63,7 +63,7 @@ func TestWrapKeepsCapabilities(t *testing.T) {
 				assert.Equal(t, int64(1), calls[0].Reply)
 			}
 			if w, ok := n.(core.Watcher); ok {
-				stop, err := w.Watch(ctx, "ch", func() {})
+				stop, err := w.Watch(ctx, "ch", func(string) {})
 				require.NoError(t, err)
 				stop()
 			}
