@@ -288,7 +288,7 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 	for i := range out {
 		out[i] = flat[i*n : (i+1)*n : (i+1)*n]
 	}
-	ttl := millis(l.o.ttl)
+	ttl := l.ttlMillis
 	var wg sync.WaitGroup
 	for j := range l.nodes {
 		wg.Go(func() {

@@ -23,7 +23,8 @@ type Lock struct {
 	rkey   string // as stored: with the key prefix
 	value  string
 	token  int64
-	taken  time.Time // start of the acquiring round
+	taken  time.Time     // start of the acquiring round
+	relErr releasedError // the cause once released (kept here: no allocation)
 
 	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)
 
@@ -305,7 +306,9 @@ func (k *Lock) finish(s lockState, cause error) {
 // every call, so it is a plain value, formatted only if someone asks.
 type releasedError struct{ key string }
 
-func (e *releasedError) Error() string { return "quorumlock: lock " + strconv.Quote(e.key) + ": released" }
+func (e *releasedError) Error() string {
+	return "quorumlock: lock " + strconv.Quote(e.key) + ": released"
+}
 func (e *releasedError) Unwrap() error { return ErrReleased }
 
 // lose ends the lock after an extension found it gone.
@@ -348,19 +351,22 @@ func (k *Lock) release(ctx context.Context) error {
 
 	l := k.locker
 	// Stop the keep-alive first, so that no renewal follows the release.
-	k.finish(stateReleased, &releasedError{k.key})
+	k.relErr.key = k.key
+	k.finish(stateReleased, &k.relErr)
 	l.keeper.idle()
-	rctx, cancel := l.detached(ctx)
-	results := l.releaseAll(rctx, k.rkey, k.value, true)
-	cancel()
+	results, handed := l.releaseAll(detached(ctx), k.rkey, k.value, true)
+	if handed {
+		l.handedOver(k.rkey)
+	}
 	l.unregister(k)
 
 	ok, _, failed := tally(results)
 	q := l.o.quorum
+	if ok >= q {
+		return nil
+	}
 	qe := &QuorumError{Op: OpRelease, Key: k.key, Quorum: q, Nodes: results}
 	switch {
-	case ok >= q:
-		return nil
 	case ok+failed >= q:
 		qe.Reason = ErrUnavailable
 	default:
@@ -416,7 +422,8 @@ func (k *Lock) Extend(ctx context.Context) error {
 		return qe
 	}
 
-	keys, args := []string{k.rkey}, []string{k.value, millis(l.o.ttl)}
+	kv := []string{k.rkey, k.value, l.ttlMillis}
+	keys, args := kv[:1:1], kv[1:]
 	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
 		return l.scriptVote(ctx, i, ScriptExtend, keys, args)
 	})
@@ -444,12 +451,10 @@ func (k *Lock) settleExtend(start, end, deadline time.Time, results []NodeResult
 	newDeadline := start.Add(l.o.ttl - l.o.drift())
 	ok, refused, _ := tally(results)
 	q := l.o.quorum
-	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end)}
-	switch {
 	// Success needs the quorum to have answered while the old validity
 	// lasted, and validity left from the new round (a slow sequential round
 	// over many nodes can use up TTL - drift on its own).
-	case ok >= q && end.Before(deadline) && end.Before(newDeadline):
+	if ok >= q && end.Before(deadline) && end.Before(newDeadline) {
 		k.mu.Lock()
 		if k.state == stateHeld {
 			k.deadline = newDeadline
@@ -457,6 +462,9 @@ func (k *Lock) settleExtend(start, end, deadline time.Time, results []NodeResult
 		}
 		k.mu.Unlock()
 		return nil
+	}
+	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end)}
+	switch {
 	case ok >= q:
 		// The round finished after the old validity ended: another owner
 		// may have taken the lock in between.

@@ -1,6 +1,10 @@
 package strategies
 
-import "context"
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
 
 // Parallel returns the strategy the Redlock specification calls multiplexing:
 // every node's attempt starts at once, so a round takes as long as its slowest
@@ -34,9 +38,33 @@ type concurrent struct {
 
 func (c concurrent) String() string { return c.name + c.suffix() }
 
-type vote struct {
-	node   int
-	result Result
+// roundState is what a round's attempts share: one allocation per round.
+type roundState struct {
+	c       concurrent
+	ctx     context.Context
+	cancel  context.CancelFunc
+	r       Round
+	results []Result
+	won     atomic.Int32
+	lost    atomic.Int32
+	wg      sync.WaitGroup
+}
+
+func (st *roundState) attempt(i int) {
+	if st.ctx.Err() != nil {
+		return // NotTried
+	}
+	if st.r.Attempt(st.ctx, i) {
+		st.results[i] = Won
+		if st.c.stopAtQuorum && int(st.won.Add(1)) == st.r.Quorum {
+			st.cancel()
+		}
+		return
+	}
+	st.results[i] = Lost
+	if st.c.failFast && int(st.lost.Add(1)) == st.r.Nodes-st.r.Quorum+1 {
+		st.cancel()
+	}
 }
 
 func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
@@ -50,46 +78,20 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 		}
 		return
 	}
-	actx, cancel := ctx, context.CancelFunc(func() {})
+	st := &roundState{c: c, ctx: ctx, cancel: func() {}, r: r, results: results}
 	if r.Timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, r.Timeout)
+		st.ctx, st.cancel = context.WithTimeout(ctx, r.Timeout)
 	} else if c.failFast || c.stopAtQuorum {
-		actx, cancel = context.WithCancel(ctx)
+		st.ctx, st.cancel = context.WithCancel(ctx)
 	}
-	defer cancel()
-
-	votes := make(chan vote, r.Nodes)
-	for i := 0; i < r.Nodes; i++ {
-		go func(i int) {
-			// An attempt whose round ended before it got going is not started.
-			switch {
-			case actx.Err() != nil:
-				votes <- vote{node: i, result: NotTried}
-			case r.Attempt(actx, i):
-				votes <- vote{node: i, result: Won}
-			default:
-				votes <- vote{node: i, result: Lost}
-			}
-		}(i)
+	defer st.cancel()
+	st.wg.Add(r.Nodes - 1)
+	for i := 1; i < r.Nodes; i++ {
+		go func() {
+			defer st.wg.Done()
+			st.attempt(i)
+		}()
 	}
-	won, lost := 0, 0
-	maxLost := r.Nodes - r.Quorum
-	// Every attempt sends exactly one vote, so receiving N votes is what
-	// guarantees that none is still running when Run returns.
-	for range r.Nodes {
-		v := <-votes
-		results[v.node] = v.result
-		switch v.result {
-		case Won:
-			won++
-			if c.stopAtQuorum && won == r.Quorum {
-				cancel()
-			}
-		case Lost:
-			lost++
-			if c.failFast && lost == maxLost+1 {
-				cancel()
-			}
-		}
-	}
+	st.attempt(0)
+	st.wg.Wait()
 }
