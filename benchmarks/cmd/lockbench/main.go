@@ -1,0 +1,465 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quorumlock/quorumlock/benchmarks/internal/measure"
+	"github.com/quorumlock/quorumlock/benchmarks/internal/report"
+	"github.com/quorumlock/quorumlock/benchmarks/internal/systems"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+)
+
+const (
+	// maxNodes is the number of redis-server processes the benchmark can
+	// start.
+	maxNodes = 5
+	// parallelWorkers is the number of goroutines of the parallel mode.
+	parallelWorkers = 64
+	// contenders is the number of goroutines of the contended modes.
+	contenders = 16
+	// leakGrace is how long goroutines may take to end after Close.
+	leakGrace = 5 * time.Second
+)
+
+// settings are the parsed flags.
+type settings struct {
+	nodes    []int
+	duration time.Duration
+	runs     int
+	systems  *regexp.Regexp
+	modes    *regexp.Regexp
+	json     string
+	quick    bool
+	raw      map[string]string // flag name: value as given or defaulted
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	s, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var sys []systems.System
+	for _, sy := range systems.All() {
+		if s.systems.MatchString(sy.Name) {
+			sys = append(sys, sy)
+		}
+	}
+	var modes []string
+	for _, m := range report.Modes {
+		if s.modes.MatchString(m) {
+			modes = append(modes, m)
+		}
+	}
+	if len(sys) == 0 || len(modes) == 0 {
+		fmt.Fprintln(os.Stderr, "lockbench: -systems and -modes leave nothing to measure")
+		return 2
+	}
+
+	var jsonOut *json.Encoder
+	if s.json != "" {
+		f, err := os.Create(s.json)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lockbench:", err)
+			return 1
+		}
+		defer f.Close()
+		jsonOut = json.NewEncoder(f) // one write per record
+	}
+
+	header := machineHeader(s)
+	fmt.Print(header)
+	for line := range strings.Lines(header) {
+		if strings.HasPrefix(line, "- ") {
+			fmt.Fprint(os.Stderr, line)
+		}
+	}
+
+	servers, err := startServers(ctx, slices.Max(s.nodes))
+	defer func() {
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+	}()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
+	}
+	addrs := make([]string, len(servers))
+	for i, srv := range servers {
+		addrs[i] = srv.Addr()
+	}
+	fmt.Fprintf(os.Stderr, "servers: %s\n", strings.Join(addrs, " "))
+
+	type task struct {
+		run, nodes int
+		mode       string
+		sys        systems.System
+	}
+	var plan []task
+	for r := 1; r <= s.runs; r++ {
+		for _, n := range s.nodes {
+			for _, m := range modes {
+				for _, sy := range sys {
+					if !sy.Supports(n) || (sy.Floor && report.Contended(m)) {
+						continue
+					}
+					plan = append(plan, task{r, n, m, sy})
+				}
+			}
+		}
+	}
+
+	rep := &report.Report{Runs: s.runs, Nodes: s.nodes, Notes: notes(s)}
+	for _, sy := range sys {
+		rep.Systems = append(rep.Systems, sy.Name)
+	}
+	start := time.Now()
+	for i, t := range plan {
+		if ctx.Err() != nil {
+			fmt.Fprintf(os.Stderr, "lockbench: interrupted after %d of %d measurements\n", i, len(plan))
+			break
+		}
+		prefix := fmt.Sprintf("lockbench:%d:%d:", os.Getpid(), i)
+		rec := measureOne(ctx, t.sys, t.mode, addrs[:t.nodes], s.duration, prefix)
+		rec.Run, rec.Nodes = t.run, t.nodes
+		rep.Records = append(rep.Records, rec)
+		if jsonOut != nil {
+			if err := jsonOut.Encode(rec); err != nil {
+				fmt.Fprintln(os.Stderr, "lockbench: writing JSON:", err)
+			}
+		}
+		done := time.Since(start)
+		eta := time.Duration(float64(done) / float64(i+1) * float64(len(plan)-i-1))
+		fmt.Fprintf(os.Stderr, "[%3d/%d] run %d/%d N=%d %-16s %-32s %s [%.1fs, elapsed %s, ETA %s]\n",
+			i+1, len(plan), t.run, s.runs, t.nodes, t.mode, t.sys.Name, progress(rec),
+			rec.Took.Seconds(), done.Round(time.Second), eta.Round(time.Second))
+	}
+	fmt.Fprintf(os.Stderr, "lockbench: %d measurements in %s\n", len(rep.Records), time.Since(start).Round(time.Second))
+
+	rep.WriteTables(os.Stdout, modes)
+	rep.WriteTargets(os.Stdout)
+	if bad := unsound(rep.Records); len(bad) > 0 {
+		for _, b := range bad {
+			fmt.Fprintln(os.Stderr, "lockbench:", b)
+		}
+		return 3
+	}
+	return 0
+}
+
+// unsound lists the measurements of quorumlock that show a fault of the
+// library rather than a slow figure: an overlap of two holders, a hung
+// worker, a leaked goroutine, or a measurement that could not be made. Any
+// of them makes lockbench exit non-zero, so that its smoke run in make
+// test fails. (Failed operations are only reported: on a starved machine,
+// node timeouts are the library doing its job.)
+func unsound(records []report.Record) []string {
+	var out []string
+	for _, r := range records {
+		if !strings.HasPrefix(r.System, "quorumlock-") {
+			continue
+		}
+		var problems []string
+		if r.Error != "" {
+			problems = append(problems, "error: "+r.Error)
+		}
+		if r.LeakedGoroutines > 0 {
+			problems = append(problems, fmt.Sprintf("%d goroutines leaked", r.LeakedGoroutines))
+		}
+		if t := r.Throughput; t != nil && t.Hung > 0 {
+			problems = append(problems, fmt.Sprintf("%d workers hung", t.Hung))
+		}
+		if c := r.Contention; c != nil && (c.Violations > 0 || c.Hung > 0) {
+			problems = append(problems, fmt.Sprintf("%d violations, %d contenders hung", c.Violations, c.Hung))
+		}
+		if len(problems) > 0 {
+			out = append(out, fmt.Sprintf("run %d N=%d %s %s: %s", r.Run, r.Nodes, r.Mode, r.System, strings.Join(problems, "; ")))
+		}
+	}
+	return out
+}
+
+func parseFlags() (settings, error) {
+	nodes := flag.String("nodes", "1,3,5", "comma-separated node counts (1 to 5)")
+	duration := flag.Duration("duration", time.Second, "length of each measurement")
+	runs := flag.Int("runs", 2, "runs of the whole set, interleaved and reported side by side")
+	sysRe := flag.String("systems", ".", "regular expression: only systems whose name matches")
+	modeRe := flag.String("modes", ".", "regular expression: only modes whose name matches")
+	jsonPath := flag.String("json", "lockbench.jsonl", "file for one JSON object per measurement (empty: none)")
+	quick := flag.Bool("quick", false, "smoke test: -duration 200ms -runs 1 unless given")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return settings{}, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	given := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *quick {
+		if !given["duration"] {
+			*duration = 200 * time.Millisecond
+		}
+		if !given["runs"] {
+			*runs = 1
+		}
+	}
+	s := settings{duration: *duration, runs: *runs, json: *jsonPath, quick: *quick}
+	for f := range strings.SplitSeq(*nodes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxNodes {
+			return s, fmt.Errorf("-nodes: %q is not a node count from 1 to %d", f, maxNodes)
+		}
+		if !slices.Contains(s.nodes, n) {
+			s.nodes = append(s.nodes, n)
+		}
+	}
+	slices.Sort(s.nodes)
+	if s.duration <= 0 {
+		return s, errors.New("-duration must be positive")
+	}
+	if s.runs < 1 {
+		return s, errors.New("-runs must be at least 1")
+	}
+	var err error
+	if s.systems, err = regexp.Compile(*sysRe); err != nil {
+		return s, fmt.Errorf("-systems: %w", err)
+	}
+	if s.modes, err = regexp.Compile(*modeRe); err != nil {
+		return s, fmt.Errorf("-modes: %w", err)
+	}
+	s.raw = map[string]string{}
+	flag.VisitAll(func(f *flag.Flag) { s.raw[f.Name] = f.Value.String() })
+	s.raw["duration"] = s.duration.String()
+	s.raw["runs"] = strconv.Itoa(s.runs)
+	return s, nil
+}
+
+// machineHeader describes the machine, the servers and the settings, and
+// says what each system is.
+func machineHeader(s settings) string {
+	var b strings.Builder
+	b.WriteString("# lockbench: quorumlock and its peers against real redis-server\n\n")
+	cpu := cpuModel()
+	fmt.Fprintf(&b, "- machine: %d CPUs (%s), %s/%s, %s\n", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version())
+	fmt.Fprintf(&b, "- redis-server: %s, %d processes on loopback, no persistence\n", redisVersion(), slices.Max(s.nodes))
+	names := []string{"nodes", "duration", "runs", "systems", "modes", "json", "quick"}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("-%s %q", n, s.raw[n])
+	}
+	fmt.Fprintf(&b, "- settings: %s\n", strings.Join(parts, " "))
+	fmt.Fprintf(&b, "- started: %s\n\n", time.Now().UTC().Format(time.RFC3339))
+	b.WriteString(`Systems: quorumlock-DRIVER-STRATEGY is core.New over one node per server with core.WithStrategy, other options at their defaults;
+redsync-DRIVER is redsync v4 with one pool per server and rs.NewMutex(key), default options (LockContext/UnlockContext);
+rueidislock is rueidislock.NewLocker with KeyMajority 1 (N=1 only); redislock is bsm/redislock.Obtain with a 10 s TTL (N=1 only);
+floor-DRIVER is the bare protocol (SET NX PX on each node, EVALSHA compare-and-delete, majority wins) with no library around it.
+Every system but rueidislock uses the client settings of quorumlock's backend helpers (goredis.ClientOptions, redigo.NewPool,
+rueidis.ClientOption), one client per server; rueidislock builds its own client with rueidis's defaults (it needs client-side caching).
+Cells show the runs side by side: run 1 / run 2 / …
+
+`)
+	return b.String()
+}
+
+// cpuModel reads the CPU's model name from /proc/cpuinfo, if it can.
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for line := range strings.Lines(string(data)) {
+		if name, ok := strings.CutPrefix(line, "model name"); ok {
+			if _, v, ok := strings.Cut(name, ":"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return "unknown CPU"
+}
+
+// redisVersion runs redis-server --version and returns the version and
+// the binary's path.
+func redisVersion() string {
+	bin, err := redistest.Binary()
+	if err != nil {
+		return "not found"
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown (" + bin + ")"
+	}
+	for field := range strings.FieldsSeq(string(out)) {
+		if v, ok := strings.CutPrefix(field, "v="); ok {
+			return v + " (" + bin + ")"
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// startServers starts n redis-servers at once.
+func startServers(ctx context.Context, n int) ([]*redistest.Server, error) {
+	servers := make([]*redistest.Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range servers {
+		wg.Go(func() { servers[i], errs[i] = redistest.StartServer(ctx) })
+	}
+	wg.Wait()
+	started := servers[:0]
+	for _, s := range servers {
+		if s != nil {
+			started = append(started, s)
+		}
+	}
+	return started, errors.Join(errs...)
+}
+
+// measureOne opens a fresh instance (or, for contended-multi, one per
+// contender) of sys over addrs, measures mode for d, closes everything and
+// checks that no goroutine outlived the instances.
+func measureOne(ctx context.Context, sys systems.System, mode string, addrs []string, d time.Duration, prefix string) report.Record {
+	rec := report.Record{Mode: mode, System: sys.Name, Started: time.Now()}
+	before := runtime.NumGoroutine()
+	defer func() { rec.Took = time.Since(rec.Started) }()
+
+	count := 1
+	if mode == report.ContendedMulti {
+		count = contenders
+	}
+	var (
+		instances []systems.Instance
+		closeOnce sync.Once
+		closeErr  error
+	)
+	closeAll := func() {
+		closeOnce.Do(func() {
+			var errs []error
+			for _, inst := range instances {
+				errs = append(errs, inst.Close())
+			}
+			closeErr = errors.Join(errs...)
+		})
+	}
+	for range count {
+		inst, err := sys.Open(addrs)
+		if err != nil {
+			rec.Error = "open: " + err.Error()
+			closeAll()
+			return rec
+		}
+		instances = append(instances, inst)
+	}
+	wd := measure.Watchdog{Stop: ctx, Abort: closeAll}
+
+	var err error
+	switch mode {
+	case report.Uncontended, report.Parallel:
+		workers := 1
+		if mode == report.Parallel {
+			workers = parallelWorkers
+		}
+		if err = measure.Warmup(wd, instances[0], workers, 50, prefix+"warmup:"); err != nil {
+			rec.Error = "warm-up: " + err.Error()
+			break
+		}
+		var t measure.Throughput
+		t, err = measure.RunThroughput(wd, instances[0], workers, d, prefix)
+		rec.Throughput = &t
+	default:
+		key := prefix + "contended"
+		acquirers := make([]systems.Acquirer, contenders)
+		for i := range acquirers {
+			acquirers[i] = instances[i%len(instances)].Contender(key)
+		}
+		var c measure.Contention
+		c, err = measure.RunContention(wd, acquirers, d)
+		rec.Contention = &c
+	}
+	if err != nil && rec.Error == "" {
+		rec.Error = err.Error()
+	}
+	closeAll()
+	if closeErr != nil {
+		rec.CloseError = closeErr.Error()
+	}
+	rec.LeakedGoroutines = leaked(before)
+	return rec
+}
+
+// leaked waits up to leakGrace for the goroutine count to come back to
+// before, and returns by how much it still exceeds it.
+func leaked(before int) int {
+	deadline := time.Now().Add(leakGrace)
+	for {
+		extra := runtime.NumGoroutine() - before
+		if extra <= 0 {
+			return 0
+		}
+		if time.Now().After(deadline) {
+			return extra
+		}
+		time.Sleep(10 * time.Millisecond) // polling the count: nothing to wait on
+	}
+}
+
+// notes are the lines printed under each mode's table.
+func notes(s settings) map[string][]string {
+	contended := []string{
+		"16 goroutines take one key in turn for " + s.duration.String() + ": acquire (bounded by 30s), an empty critical section, release.",
+		"acq/s: acquisitions granted within the window. hand-off: from the return of release k to the return of acquire k+1 (negative when k+1 returned first).",
+		"wait: the Acquire time of acquisitions that took the lock over from another goroutine. releaser share: fraction of acquisitions won by the goroutine that held the lock just before.",
+		"violations: acquisitions that returned while another goroutine held the lock. failures: acquisitions that returned an error (those cancelled at the end of the window excluded).",
+		"redislock (bsm) retries with RetryStrategy LinearBackoff(10ms) in the contended modes (its default is no retry). redsync keeps its defaults: 32 tries 50–250 ms apart, so an Acquire gives up after about 5 s (a failure).",
+	}
+	return map[string][]string{
+		report.Uncontended: {
+			"One goroutine acquires and releases a fresh key, again and again, for " + s.duration.String() + " after a 50-operation warm-up. p50/p99: acquire plus release.",
+			"allocs/op and B/op: the whole process's heap allocations during the measurement (runtime.MemStats, after runtime.GC) divided by operations, the clients' own goroutines included.",
+		},
+		report.Parallel: {
+			fmt.Sprintf("%d goroutines, each on fresh keys of its own, share one instance (one client per server) for %s. ops/s is their total; p50/p99 of acquire plus release; allocations as in the uncontended table.", parallelWorkers, s.duration),
+		},
+		report.ContendedShared: append([]string{
+			"One instance shared by all goroutines: one quorumlock Locker, one redsync instance (a Mutex per goroutine on the same key), one rueidislock Locker, one redislock client.",
+		}, contended...),
+		report.ContendedMulti: append([]string{
+			"Each goroutine has its own instance and its own clients, as 16 processes would.",
+		}, contended...),
+	}
+}
+
+// progress is the one-line summary of a record for standard error.
+func progress(rec report.Record) string {
+	switch {
+	case rec.Error != "":
+		return "ERROR " + rec.Error
+	case rec.Throughput != nil:
+		t := rec.Throughput
+		return fmt.Sprintf("%8.0f ops/s  p50 %-10s p99 %-10s %6.1f allocs/op errors %d",
+			t.OpsPerSec, t.P50, t.P99, t.AllocsPerOp, t.Errors)
+	case rec.Contention != nil:
+		c := rec.Contention
+		return fmt.Sprintf("%8.0f acq/s  hand-off p50 %-10s wait p99 %-10s share %.2f viol %d fail %d",
+			c.AcqPerSec, c.HandoffP50, c.WaitP99, c.ReleaserShare, c.Violations, c.Failures)
+	}
+	return ""
+}
