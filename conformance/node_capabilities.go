@@ -337,37 +337,45 @@ func waitQueue(t *testing.T, h Harness) {
 	assert.Equal(t, int64(1), r, "dequeue removes the ticket")
 
 	require.NoError(t, s.Set(ctx, 0, k, "holder", time.Minute))
-	for _, ticket := range []string{"t1", "t2", "gone"} {
+	for _, ticket := range []string{"me.1", "other.1", "me.gone"} {
 		assert.Equal(t, int64(1), enqueue(ticket, ""), "a held lock queues %s", ticket)
 	}
-	r, err = n.Eval(ctx, core.ScriptDequeue.Source(), []string{q}, []string{"gone"})
+	r, err = n.Eval(ctx, core.ScriptDequeue.Source(), []string{q}, []string{"me.gone"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), r)
 
+	// Each ticket goes to its owner's channel; an empty queue to the key's.
 	w, ok := watcherOf(t, n)
-	c := newNotices()
+	me, other, all := newNotices(), newNotices(), newNotices()
 	if ok {
-		watchFor(t, w, core.ReleaseChannel(k), c)
+		watchFor(t, w, core.WaiterChannel(k, "me"), me)
+		watchFor(t, w, core.WaiterChannel(k, "other"), other)
+		watchFor(t, w, core.ReleaseChannel(k), all)
 	}
 	releaseQueued := func(value string) any {
 		r, err := n.Eval(ctx, core.ScriptRelease.Source(), keys, []string{value, core.ReleaseChannel(k)})
 		require.NoError(t, err)
 		return r
 	}
-	for _, want := range []string{"t1", "t2"} {
-		assert.Equal(t, int64(2), releaseQueued("holder"), "the release hands over to %s", want)
+	for _, want := range []struct {
+		ticket string
+		c      notices
+	}{{"me.1", me}, {"other.1", other}} {
+		assert.Equal(t, int64(2), releaseQueued("holder"), "the release hands over to %s", want.ticket)
 		if ok {
-			assert.Equal(t, want, c.await(t, 5*time.Second, "the release must publish the ticket it popped"))
+			assert.Equal(t, want.ticket, want.c.await(t, 5*time.Second, "the release must publish the ticket it popped on its owner's channel"))
 		}
 		require.NoError(t, s.Set(ctx, 0, k, "holder", time.Minute))
 	}
 	assert.Equal(t, int64(1), releaseQueued("holder"), "an empty queue: a plain release")
 	if ok {
-		assert.Equal(t, "", c.await(t, 5*time.Second, "a release with an empty queue publishes an empty message"))
+		assert.Equal(t, "", all.await(t, 5*time.Second, "a release with an empty queue publishes an empty message on the key's channel"))
+		me.none(t, 0, "only the owner of a ticket hears it")
+		other.none(t, 0, "only the owner of a ticket hears it")
 	}
 	assert.Equal(t, int64(0), releaseQueued("holder"), "a release that deletes nothing")
 	if ok {
-		c.none(t, 100*time.Millisecond, "a release that deleted nothing must not publish")
+		all.none(t, 100*time.Millisecond, "a release that deleted nothing must not publish")
 	}
 }
 

@@ -55,13 +55,13 @@
 // # Fast hand-off
 //
 // One node, the herald (the Locker's first node by name, the same for every
-// Locker over the same servers), announces releases: its release script
-// publishes on ReleaseChannel(key). After a round lost to another holder,
-// Acquire subscribes there and queues a ticket in the key's wait queue
+// Locker over the same servers), hands locks over. After a round lost to
+// another holder, Acquire subscribes there to its Locker's channel for the
+// key (WaiterChannel) and queues a ticket in the key's wait queue
 // (QueueKey, on the herald). The holder's release pops the oldest ticket
-// and publishes it, so exactly that waiter wakes and takes the lock with an
-// ordinary round: first come, first served across Lockers, with no herd
-// splitting the votes. A Locker whose release handed the key over queues
+// and publishes it on the channel of the ticket's Locker, so exactly that
+// waiter wakes and takes the lock with an ordinary round: first come,
+// first served across Lockers, with no herd splitting the votes. A Locker whose release handed the key over queues
 // behind the waiter instead of taking the key straight back. The queue only
 // orders waiters; holding the lock still takes a quorum of SET NX. Locks
 // that expire instead of being released publish nothing, and a herald that

@@ -11,25 +11,27 @@ import (
 )
 
 // This file is the fast hand-off. A waiter in Acquire that lost a round to
-// another holder subscribes to the key's release notices (ReleaseChannel)
-// on the herald node (the Locker's first node by name, the same for every
-// Locker over those servers), and queues a ticket in the key's wait queue
-// there (ScriptEnqueue). The holder's release pops the oldest ticket and
-// publishes it: only that waiter wakes, and it takes the lock with an
-// ordinary round, which no one else is running. Waiters are thus served
-// first come, first served across all Lockers, and a release wakes one
-// waiter, not a herd: a herd of waiters starting rounds together splits
+// another holder subscribes to its Locker's channel for the key
+// (WaiterChannel) on the herald node (the Locker's first node by name, the
+// same for every Locker over those servers), and queues a ticket in the
+// key's wait queue there (ScriptEnqueue). The holder's release pops the
+// oldest ticket and publishes it on the channel of the ticket's Locker:
+// only that Locker hears it, only that waiter wakes, and it takes the lock
+// with an ordinary round, which no one else is running. Waiters are thus
+// served first come, first served across all Lockers, and a release wakes
+// one waiter, not a herd: a herd of waiters starting rounds together splits
 // the nodes' votes so that often none wins (measured: 32 goroutines of one
 // Locker on 3 nodes took ten times longer with every waiter woken).
 //
-// A release that finds the queue empty publishes an empty message, which
-// wakes one waiter of each Locker subscribed (the longest waiting); such
-// woken rounds ask the nodes one by one (leaderRound) so that they do not
-// split the votes. Notices that arrive while the woken waiter's round runs
-// are held back until that round is over, and passed on to one waiter only
-// if it lost. Every waiter keeps its retry delay as a fallback: for locks
-// that expire instead of being released, for a herald that is down, and
-// for tickets whose waiter is gone.
+// An empty notice (the subscription was confirmed or made again, and a
+// release may have been missed; or a ticket of this Locker whose waiter
+// has gone) wakes the Locker's longest waiting waiter; such woken rounds
+// ask the nodes one by one (leaderRound) so that they do not split the
+// votes. Notices that arrive while the woken waiter's round runs are held
+// back until that round is over, and passed on to one waiter only if it
+// lost. Every waiter keeps its retry delay as a fallback: for locks that
+// expire instead of being released, for a herald that is down, and for
+// tickets whose waiter vanished.
 //
 // One subscription per key and Locker serves all of the Locker's waiters on
 // that key; it lingers a moment after the last waiter leaves, so that a
@@ -47,7 +49,8 @@ const minSubscribeTimeout = time.Second
 type hub struct {
 	l           *Locker
 	unsupported atomic.Bool // the herald's Watch said errors.ErrUnsupported
-	prefix      string      // starts every ticket of this Locker
+	owner       string      // this Locker's tickets are owner.seq
+	prefix      string      // owner and the dot
 	seq         atomic.Uint64
 
 	mu      sync.Mutex
@@ -73,7 +76,8 @@ type watch struct {
 }
 
 func newHub(l *Locker) *hub {
-	return &hub{l: l, prefix: newValue()[:8] + ".", subs: make(map[string]*watch), tickets: make(map[string]*waiter)}
+	owner := newValue()[:8] // base64url: no dot
+	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[string]*watch), tickets: make(map[string]*waiter)}
 }
 
 // join returns the subscription to the release notices of rkey, with me
@@ -82,7 +86,7 @@ func newHub(l *Locker) *hub {
 // node confirms it, the longest waiting waiter is woken, since the holder
 // may have released before.
 func (h *hub) join(rkey string, me *waiter) *watch {
-	channel := ReleaseChannel(rkey)
+	channel := WaiterChannel(rkey, h.owner)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w := h.subs[channel]; w != nil {

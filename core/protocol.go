@@ -18,13 +18,13 @@ import (
 //	acquire  SET key value NX PX ttl
 //	extend   if GET key == value then PEXPIRE key ttl      (ScriptExtend)
 //	release  if GET key == value then DEL key and          (ScriptRelease)
-//	         PUBLISH ReleaseChannel(key) ticket-or-""      (herald node only)
+//	         hand over to the oldest queued ticket         (herald node only)
 //
 // Waiters that lost a round to a holder queue on one node, the herald (the
 // first node by name): ScriptEnqueue appends a ticket to the key's wait
 // queue there, and the herald's release pops the oldest ticket and
-// publishes it, so that exactly that waiter wakes and takes the lock: first
-// come, first served, without a herd. The queue decides only who tries
+// publishes it on its Locker's WaiterChannel, so that exactly that waiter
+// wakes and takes the lock: first come, first served, without a herd. The queue decides only who tries
 // next, never who holds the lock: that is still SET NX on a quorum.
 //
 // With fencing tokens on (WithFencing), acquisition is a script that also
@@ -65,10 +65,11 @@ var (
 	// ScriptRelease deletes KEYS[1] if it holds ARGV[1] and returns 1, or
 	// returns 0. When ARGV[2] is given (core gives ReleaseChannel of the
 	// key, on the herald node only: see Locker), it then announces the
-	// release on that channel: when the wait queue KEYS[2] is given and not
-	// empty, it pops the ticket at its head, publishes that ticket (only
-	// that waiter is woken) and returns 2; otherwise it publishes an empty
-	// message, which any waiter may take.
+	// release: when the wait queue KEYS[2] is given and not empty, it pops
+	// the ticket at its head, publishes that ticket on the channel of the
+	// ticket's owner (WaiterChannel: only that Locker hears it, and only
+	// that waiter wakes) and returns 2; otherwise it publishes an empty
+	// message on ARGV[2].
 	ScriptRelease = newScript(1<<0, "release", `if redis.call("get", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
@@ -76,7 +77,7 @@ redis.call("del", KEYS[1])
 if ARGV[2] then
 	local ticket = KEYS[2] and redis.call("lpop", KEYS[2])
 	if ticket then
-		redis.call("publish", ARGV[2], ticket)
+		redis.call("publish", ARGV[2] .. ":" .. string.match(ticket, "^[^.]*"), ticket)
 		return 2
 	end
 	redis.call("publish", ARGV[2], "")
@@ -129,6 +130,13 @@ return 1`)
 func Scripts() []*Script {
 	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence, ScriptEnqueue, ScriptDequeue}
 }
+
+// WaiterChannel is the pub/sub channel on which ScriptRelease hands key
+// (the stored key) to a waiter of the Locker whose tickets start with
+// owner and a dot ("owner.seq"): ReleaseChannel(key), a colon, and owner.
+// Each Locker subscribes to its own, so that a hand-off reaches one
+// process, not every waiting one.
+func WaiterChannel(key, owner string) string { return ReleaseChannel(key) + ":" + owner }
 
 // ReleaseChannel is the pub/sub channel on which ScriptRelease announces
 // that it deleted key (the stored key, with the Locker's prefix).

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/strategies"
@@ -96,25 +97,49 @@ func tally(results []NodeResult) (ok, refused, failed int) {
 
 // detached returns a context for clean-up work that must run even when the
 // caller's context has ended: it keeps ctx's values and drops its
-// cancellation and deadline. The nodes are asked in parallel, each call
-// bounded by the node timeout, so one node timeout bounds the whole
-// clean-up; the context itself ends a node timeout later, only as a
-// backstop: were it to end with the calls, a node that timed out would
-// count as cut off by the caller instead of failed.
-func (l *Locker) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 2*l.o.nodeTimeout)
+// cancellation and deadline. Every clean-up runs its calls through
+// releaseStrategy, whose per-call node timeout bounds them, so it needs no
+// deadline of its own (which would cost a timer per release).
+func detached(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx // nothing to drop
+	}
+	return context.WithoutCancel(ctx)
 }
 
-// releaseAll asks every node to delete key if it holds value, and, with
-// notify, to publish a release notice when it does.
-func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool) []NodeResult {
-	keys, args := []string{key}, []string{value}
+// releaseAll asks every node to delete key if it holds value. With
+// notify, the herald also announces the release: it hands the key to the
+// oldest waiter in the key's wait queue, if any, and handed reports that
+// it did.
+func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool) (results []NodeResult, handed bool) {
+	// One allocation: keys are kv[:1] (kv[:2] on the herald), args
+	// kv[2:3] (kv[2:4] on the herald).
+	st := &struct {
+		kv     [4]string
+		answer atomic.Int64
+	}{kv: [4]string{key, "", value, ""}}
+	herald := -1
 	if notify {
-		args = []string{value, ReleaseChannel(key)}
+		herald = l.herald
+		st.kv[3] = ReleaseChannel(key)
+		if q, ok := QueueKey(key); ok {
+			st.kv[1] = q
+		}
 	}
-	return l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
-		return l.scriptVote(ctx, i, ScriptRelease, keys, args)
+	results = l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
+		kv := &st.kv
+		if i != herald {
+			return l.scriptVote(ctx, i, ScriptRelease, kv[:1], kv[2:3])
+		}
+		keys := kv[:1]
+		if kv[1] != "" {
+			keys = kv[:2]
+		}
+		a, err := l.scriptAnswer(ctx, i, ScriptRelease, keys, kv[2:4])
+		st.answer.Store(a)
+		return a > 0, err
 	})
+	return results, st.answer.Load() == 2
 }
 
 // contextError is the caller's context error with its cause, if distinct.

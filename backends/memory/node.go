@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -335,7 +336,8 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		}
 		if len(keys) == 2 {
 			if ticket, ok := n.pop(keys[1], now); ok {
-				return int64(2), n.publish(args[1], ticket), n.reply()
+				owner, _, _ := strings.Cut(ticket, ".")
+				return int64(2), n.publish(args[1]+":"+owner, ticket), n.reply()
 			}
 		}
 		return int64(1), n.publish(args[1], ""), n.reply()
