@@ -63,24 +63,20 @@ func (s *Script) SHA() string { return s.sha }
 // backends/memory) recognise them by SHA and implement their semantics.
 var (
 	// ScriptRelease deletes KEYS[1] if it holds ARGV[1] and returns 1, or
-	// returns 0. When ARGV[2] is given (core gives ReleaseChannel of the
-	// key, on the herald node only: see Locker), it then announces the
-	// release: when the wait queue KEYS[2] is given and not empty, it pops
-	// the ticket at its head, publishes that ticket on the channel of the
-	// ticket's owner (WaiterChannel: only that Locker hears it, and only
-	// that waiter wakes) and returns 2; otherwise it publishes an empty
-	// message on ARGV[2].
+	// returns 0. When the wait queue KEYS[2] and the channel prefix ARGV[2]
+	// are given (core gives them to the herald node only, with
+	// ReleaseChannel of the key: see Locker) and the queue is not empty, it
+	// then hands the lock over: it pops the ticket at the queue's head,
+	// publishes it on the channel of the ticket's owner (WaiterChannel:
+	// only that Locker hears it, and only that waiter wakes), and returns 2.
 	ScriptRelease = newScript(1<<0, "release", `if redis.call("get", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
 redis.call("del", KEYS[1])
-if ARGV[2] then
-	local ticket = KEYS[2] and redis.call("lpop", KEYS[2])
-	if ticket then
-		redis.call("publish", ARGV[2] .. ":" .. string.match(ticket, "^[^.]*"), ticket)
-		return 2
-	end
-	redis.call("publish", ARGV[2], "")
+local ticket = KEYS[2] and ARGV[2] and redis.call("lpop", KEYS[2])
+if ticket then
+	redis.call("publish", ARGV[2] .. ":" .. string.match(ticket, "^[^.]*"), ticket)
+	return 2
 end
 return 1`)
 
@@ -138,8 +134,9 @@ func Scripts() []*Script {
 // process, not every waiting one.
 func WaiterChannel(key, owner string) string { return ReleaseChannel(key) + ":" + owner }
 
-// ReleaseChannel is the pub/sub channel on which ScriptRelease announces
-// that it deleted key (the stored key, with the Locker's prefix).
+// ReleaseChannel is the prefix of the pub/sub channels on which
+// ScriptRelease hands key (the stored key, with the Locker's prefix) to a
+// waiter; see WaiterChannel.
 func ReleaseChannel(key string) string { return "quorumlock:released:" + key }
 
 // FenceSuffix ends the name of the counter that holds a key's fencing

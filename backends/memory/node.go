@@ -331,16 +331,13 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			return int64(0), nil, n.reply()
 		}
 		delete(n.data, keys[0])
-		if len(args) < 2 {
-			return int64(1), nil, n.reply()
-		}
-		if len(keys) == 2 {
+		if len(keys) == 2 && len(args) == 2 {
 			if ticket, ok := n.pop(keys[1], now); ok {
 				owner, _, _ := strings.Cut(ticket, ".")
 				return int64(2), n.publish(args[1]+":"+owner, ticket), n.reply()
 			}
 		}
-		return int64(1), n.publish(args[1], ""), n.reply()
+		return int64(1), nil, n.reply()
 	case core.ScriptEnqueue:
 		if len(keys) != 2 || len(args) != 3 {
 			return nil, nil, errors.New("ERR enqueue script takes 2 keys and 3 arguments")
