@@ -132,8 +132,19 @@ func (h *hub) subscribe(w *watch, wn Watcher, timeout time.Duration) {
 	}
 	w.stops = append(w.stops, stop)
 	w.active = true
+	// Every waiter so far could not queue a ticket (it would not have been
+	// heard): wake them all, to queue one after one more round. Woken one
+	// at a time instead, the others would sleep out their retry delay.
+	for _, me := range w.queue {
+		me.queued = false
+		select {
+		case me.woken <- struct{}{}:
+		default:
+		}
+	}
+	clear(w.queue)
+	w.queue = w.queue[:0]
 	h.mu.Unlock()
-	h.notify(w) // the holder may have released before
 }
 
 // message handles a notice: a ticket wakes its waiter, if it is one of

@@ -336,8 +336,8 @@ func startServers(ctx context.Context, n int) ([]*redistest.Server, error) {
 // measureOne opens a fresh instance (or, for contended-multi, one per
 // contender) of sys over addrs, measures mode for d, closes everything and
 // checks that no goroutine outlived the instances.
-func measureOne(ctx context.Context, sys systems.System, mode string, addrs []string, d time.Duration, prefix string) report.Record {
-	rec := report.Record{Mode: mode, System: sys.Name, Started: time.Now()}
+func measureOne(ctx context.Context, sys systems.System, mode string, addrs []string, d time.Duration, prefix string) (rec report.Record) {
+	rec = report.Record{Mode: mode, System: sys.Name, Started: time.Now()}
 	before := runtime.NumGoroutine()
 	defer func() { rec.Took = time.Since(rec.Started) }()
 
