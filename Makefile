@@ -5,12 +5,15 @@ PKGS     ?= ./...
 # Packages that must stay free of drivers and heavy dependencies.
 PURE     := ./core/... ./strategies/...
 FORBIDDEN := go-redis|redigo|rueidis|go\.uber\.org/fx|prometheus|opentelemetry
+# Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
+LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit quickstart bench
+.PHONY: test redis vet staticcheck purity unit quickstart bench bench-drivers bench-smoke
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
-## driver-free seam, and every test with the race detector.
-test: redis vet staticcheck purity unit
+## driver-free seam, every test with the race detector, and a short run of
+## the benchmark program.
+test: redis vet staticcheck purity unit bench-smoke
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
@@ -34,7 +37,23 @@ unit:
 quickstart:
 	$(GO) run ./examples/quickstart
 
-## bench: the driver benchmarks against real redis-server processes, with
-## allocations. Not part of test: figures need a quiet machine.
+## bench: the micro-benchmarks of core and strategies, then lockbench
+## (benchmarks/, a module of its own): quorumlock against redsync,
+## rueidislock, bsm/redislock and library-free floors on real redis-server
+## processes, about six minutes; LOCKBENCH_FLAGS passes it flags
+## (make bench LOCKBENCH_FLAGS=-quick). Not part of test: figures need a
+## quiet machine.
 bench: redis
+	$(GO) test -run '^$$' -bench . -benchmem ./core/... ./strategies/...
+	cd benchmarks && $(GO) run ./cmd/lockbench $(LOCKBENCH_FLAGS)
+
+## bench-drivers: the driver benchmarks against real redis-server
+## processes, with allocations.
+bench-drivers: redis
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
+
+## bench-smoke: vet and test the benchmarks module and run lockbench once
+## briefly (-quick, under a minute), keeping no JSON: part of test, so the
+## benchmark program cannot rot.
+bench-smoke: redis
+	cd benchmarks && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) run ./cmd/lockbench -quick -json /dev/null > /dev/null
