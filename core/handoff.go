@@ -253,15 +253,9 @@ func (h *hub) roundOver(w *watch, me *waiter, won bool) {
 	}
 }
 
-// notify wakes the longest waiting waiter, unless a woken one is still in
-// its round: that one's round may already see the release, and if not,
-// roundOver passes the notice on.
-func (h *hub) notify(w *watch) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.notifyLocked(w)
-}
-
+// notifyLocked wakes the longest waiting waiter, unless a woken one is
+// still in its round: that one's round may already see the release, and
+// if not, roundOver passes the notice on. h.mu is held.
 func (h *hub) notifyLocked(w *watch) {
 	if w.busy != nil {
 		w.missed = true
