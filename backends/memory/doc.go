@@ -37,7 +37,8 @@
 // *Node implements core.Node and both optional capabilities: core.Batcher
 // (a batch pays the node's faults once, as one round trip does) and
 // core.Watcher (in-process subscriptions: a release of a key through this
-// node notifies the watchers of its channel, which is how Lockers sharing
-// memory nodes hand a lock over at once). StartKeepingData brings a
+// node that hands it to a queued ticket notifies the watchers of the
+// ticket owner's channel, which is how Lockers sharing memory nodes hand a
+// lock over at once; the wait queue is a list kept natively). StartKeepingData brings a
 // stopped node back with its keys, as a server with persistence restarts.
 package memory
