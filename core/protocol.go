@@ -158,7 +158,9 @@ const QueueSuffix = ":queue"
 // QueueKey returns the name of the wait queue of key (the stored key): a
 // Redis list of waiter tickets on the herald node, in key's cluster slot,
 // named as FenceKey names the counter but with QueueSuffix. ok is false
-// when no such name exists; such a key is waited for without a queue.
+// when no such name exists (a key with no hash tag that contains "}"):
+// waiters for such a key are not handed the lock and poll with the retry
+// delay.
 func QueueKey(key string) (queue string, ok bool) { return sideKey(key, QueueSuffix) }
 
 // sideKey names a key that lives beside key in its cluster slot.
