@@ -220,11 +220,13 @@ func WithFencing() Option {
 }
 
 // WithWakeOnRelease sets whether Acquire, after a round lost to another
-// holder, subscribes to the key's release notices on the nodes that can
-// deliver them (Watcher) and retries as soon as one arrives, instead of
-// sleeping out its retry delay. The retry delay still bounds every wait:
-// it is the fallback for nodes without the capability and for locks that
-// expire instead of being released.
+// holder, queues in the key's wait queue on the herald node (when it is a
+// Watcher) and takes the lock as soon as a release hands it over, instead
+// of sleeping out its retry delay (see the package doc's Fast hand-off).
+// The retry delay still bounds every wait: it is the fallback for a herald
+// without the capability or down, and for locks that expire instead of
+// being released. With it off, the Locker's own releases still hand locks
+// to the waiters of other Lockers.
 // Default: on.
 func WithWakeOnRelease(on bool) Option {
 	return optionFunc{func(o *options) { o.wake = on }, "WithWakeOnRelease(" + strconv.FormatBool(on) + ")"}
