@@ -39,10 +39,13 @@ type concurrent struct {
 func (c concurrent) String() string { return c.name + c.suffix() }
 
 // roundState is what a round's attempts share: one allocation per round.
+// The attempts share one deadline, set when the round starts.
 type roundState struct {
 	c       concurrent
+	parent  context.Context
 	ctx     context.Context
 	cancel  context.CancelFunc
+	ended   atomic.Bool // the strategy ended the round (quorum won or lost)
 	r       Round
 	results []Result
 	won     atomic.Int32
@@ -50,20 +53,35 @@ type roundState struct {
 	wg      sync.WaitGroup
 }
 
+func (st *roundState) end() {
+	st.ended.Store(true)
+	st.cancel()
+}
+
 func (st *roundState) attempt(i int) {
-	if st.ctx.Err() != nil {
-		return // NotTried
+	ctx := st.ctx
+	if ctx.Err() != nil {
+		if st.parent.Err() != nil || st.ended.Load() || st.r.Timeout <= 0 {
+			return // NotTried: the caller or the strategy ended the round
+		}
+		// Only the shared deadline passed, before this attempt even got
+		// going (a starved process): it still gets its own node timeout,
+		// as Round.Timeout promises, rather than no call at all (which
+		// would leave a release undone until the TTL).
+		actx, cancel := context.WithTimeout(st.parent, st.r.Timeout)
+		defer cancel()
+		ctx = actx
 	}
-	if st.r.Attempt(st.ctx, i) {
+	if st.r.Attempt(ctx, i) {
 		st.results[i] = Won
 		if st.c.stopAtQuorum && int(st.won.Add(1)) == st.r.Quorum {
-			st.cancel()
+			st.end()
 		}
 		return
 	}
 	st.results[i] = Lost
 	if st.c.failFast && int(st.lost.Add(1)) == st.r.Nodes-st.r.Quorum+1 {
-		st.cancel()
+		st.end()
 	}
 }
 
@@ -78,7 +96,7 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 		}
 		return
 	}
-	st := &roundState{c: c, ctx: ctx, cancel: func() {}, r: r, results: results}
+	st := &roundState{c: c, parent: ctx, ctx: ctx, cancel: func() {}, r: r, results: results}
 	if r.Timeout > 0 {
 		st.ctx, st.cancel = context.WithTimeout(ctx, r.Timeout)
 	} else if c.failFast || c.stopAtQuorum {
