@@ -136,7 +136,7 @@ func (h *hub) subscribe(w *watch, wn Watcher, timeout time.Duration) {
 	// heard): wake them all, to queue one after one more round. Woken one
 	// at a time instead, the others would sleep out their retry delay.
 	for _, me := range w.queue {
-		me.queued = false
+		me.queued, me.activated = false, true
 		select {
 		case me.woken <- struct{}{}:
 		default:
@@ -174,9 +174,17 @@ type waiter struct {
 	woken chan struct{} // receives a token when a notice picks it
 
 	// guarded by hub.mu
-	queued bool   // in the watch's queue, for empty notices
-	ticket string // its ticket in the key's wait queue, if any
-	named  bool   // woken by its ticket: the lock was handed to it
+	queued    bool   // in the watch's queue, for empty notices
+	ticket    string // its ticket in the key's wait queue, if any
+	named     bool   // woken by its ticket: the lock was handed to it
+	activated bool   // woken because the subscription was confirmed
+}
+
+// hasTicket reports whether me waits in the key's wait queue.
+func (me *waiter) hasTicket(h *hub) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return me.ticket != ""
 }
 
 // newTicket gives me a ticket for the key's wait queue and registers it,
@@ -207,14 +215,15 @@ func (h *hub) dropTicket(me *waiter) string {
 	return t
 }
 
-// takeNamed reports whether me was woken by its ticket since the last
-// call: the lock was handed to it, and no one else was woken.
-func (h *hub) takeNamed(me *waiter) bool {
+// takeWake reports what woke me since the last call: its ticket (the
+// lock was handed to it, and no one else was woken), or the confirmation of
+// the subscription (it can queue now); neither for an empty notice.
+func (h *hub) takeWake(me *waiter) (named, activated bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	named := me.named
-	me.named = false
-	return named
+	named, activated = me.named, me.activated
+	me.named, me.activated = false, false
+	return named, activated
 }
 
 func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }

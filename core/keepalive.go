@@ -251,7 +251,7 @@ func (kp *keeper) renew(batch []*Lock) {
 	cancel()
 
 	for i, k := range locks {
-		qe := k.settleExtend(start, end, deadlines[i], results[i])
+		qe := k.settleExtend(context.Background(), start, end, deadlines[i], results[i])
 		kp.mu.Lock()
 		if e := kp.locks[k]; e != nil {
 			if qe == nil {

@@ -25,6 +25,8 @@ type Lock struct {
 	token  int64
 	taken  time.Time     // start of the acquiring round
 	relErr releasedError // the cause once released (kept here: no allocation)
+	nodes  []NodeResult  // the acquiring round's results, for the Observer
+	tries  int           // rounds the acquisition made, for the Observer
 
 	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)
 
@@ -300,6 +302,9 @@ func (k *Lock) finish(s lockState, cause error) {
 	if kept {
 		k.locker.keeper.drop(k)
 	}
+	if obs := k.locker.obs; obs != nil && s == stateLost {
+		obs.Observe(context.Background(), Event{Kind: EventLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
+	}
 }
 
 // releasedError is the cause of a released lock. Release makes one on
@@ -350,6 +355,7 @@ func (k *Lock) release(ctx context.Context) error {
 	}
 
 	l := k.locker
+	start := l.o.clock.Now()
 	// Stop the keep-alive first, so that no renewal follows the release.
 	k.relErr.key = k.key
 	k.finish(stateReleased, &k.relErr)
@@ -360,12 +366,21 @@ func (k *Lock) release(ctx context.Context) error {
 	}
 	l.unregister(k)
 
+	err := releaseOutcome(k.key, l.o.quorum, results)
+	if l.obs != nil {
+		l.obs.Observe(ctx, Event{Kind: EventRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
+	}
+	return err
+}
+
+// releaseOutcome is Release's error for a release round's results: nil when
+// a quorum deleted the lock.
+func releaseOutcome(key string, q int, results []NodeResult) error {
 	ok, _, failed := tally(results)
-	q := l.o.quorum
 	if ok >= q {
 		return nil
 	}
-	qe := &QuorumError{Op: OpRelease, Key: k.key, Quorum: q, Nodes: results}
+	qe := &QuorumError{Op: OpRelease, Key: key, Quorum: q, Nodes: results}
 	switch {
 	case ok+failed >= q:
 		qe.Reason = ErrUnavailable
@@ -427,7 +442,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
 		return l.scriptVote(ctx, i, ScriptExtend, keys, args)
 	})
-	if qe := k.settleExtend(start, l.o.clock.Now(), deadline, results); qe != nil {
+	if qe := k.settleExtend(ctx, start, l.o.clock.Now(), deadline, results); qe != nil {
 		qe.Context = contextError(ctx)
 		_, _, failed := qe.Counts()
 		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && failed <= len(results)-l.o.quorum {
@@ -446,7 +461,21 @@ func (k *Lock) Extend(ctx context.Context) error {
 // It returns nil on success; otherwise a *QuorumError whose Reason is
 // ErrValidityExpired or ErrLockLost (the lock has ended) or ErrUnavailable
 // (it is still valid until deadline).
-func (k *Lock) settleExtend(start, end, deadline time.Time, results []NodeResult) *QuorumError {
+func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time, results []NodeResult) *QuorumError {
+	qe := k.settle(start, end, deadline, results)
+	if obs := k.locker.obs; obs != nil {
+		e := Event{Kind: EventExtend, Key: k.key, Start: start, Duration: end.Sub(start), Nodes: results}
+		if qe != nil {
+			e.Err = qe
+		} else {
+			e.Validity = k.Validity()
+		}
+		obs.Observe(ctx, e)
+	}
+	return qe
+}
+
+func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *QuorumError {
 	l := k.locker
 	newDeadline := start.Add(l.o.ttl - l.o.drift())
 	ok, refused, _ := tally(results)

@@ -27,6 +27,8 @@ type Locker struct {
 	order  []int   // node indexes by name: the order a woken waiter asks in
 	herald int     // order[0]: the node that publishes releases and queues waiters
 
+	obs Observer // nil: none
+
 	queueTTL  string // expiry of a wait queue, in milliseconds
 	ttlMillis string // the TTL in milliseconds, for scripts
 
@@ -93,6 +95,13 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	l.wake = o.wake && watcher
 	l.queueTTL = millis(max(queueTTLFactor*o.ttl, time.Second))
 	l.ttlMillis = millis(o.ttl)
+	switch len(o.observers) {
+	case 0:
+	case 1:
+		l.obs = o.observers[0]
+	default:
+		l.obs = observers(slices.Clone(o.observers))
+	}
 	l.yields = make(map[string]time.Time)
 	return l, nil
 }
@@ -132,6 +141,16 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
+	if l.obs == nil {
+		return l.acquireLoop(ctx, key, tries)
+	}
+	start := l.o.clock.Now()
+	lock, err := l.acquireLoop(ctx, key, tries)
+	l.observeAcquire(ctx, key, start, lock, err)
+	return lock, err
+}
+
+func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock, error) {
 	if key == "" {
 		return nil, invalid("key is empty")
 	}
@@ -156,7 +175,11 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	var me *waiter
 	var qkey string    // the key's wait queue, once needed
 	var woken wakeKind // what woke the waiter for this round
-	yield := l.wake && tries > 1 && l.yielding(rkey)
+	// A Locker that just handed this key to a queued waiter does not race
+	// that waiter for it: it queues behind it instead (force), without a
+	// round first (skip).
+	force := l.wake && tries > 1 && l.yielding(rkey)
+	skip := force
 	freeRetried := false // the queue found the lock free once already
 	defer func() {
 		if w != nil {
@@ -164,7 +187,8 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			l.hub.leave(w, me)
 		}
 	}()
-	for try := 1; ; try++ {
+	rounds := 0
+	for {
 		if err := contextError(ctx); err != nil {
 			if last == nil {
 				last = l.notTried(OpAcquire, key, ErrNotAcquired)
@@ -172,32 +196,31 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			last.Context = err
 			return nil, last
 		}
-		// A Locker that just handed this key to a queued waiter does not
-		// race that waiter for it: it queues behind it instead.
-		force := yield
-		yield = false
-		if !force {
+		if !skip {
 			if w != nil {
 				// Queued before the round, so that a release during it counts.
 				l.hub.arm(w, me)
 			}
+			rounds++
 			lock, qe, handed := l.acquireOnce(ctx, key, rkey, fence, woken)
 			woken = wokenByNothing
 			if w != nil {
 				l.hub.roundOver(w, me, qe == nil)
 			}
 			if qe == nil {
+				lock.tries = rounds
 				return l.register(lock)
 			}
-			qe.Tries = try
+			qe.Tries = rounds
 			last = qe
-			if qe.Context != nil || try >= tries {
+			if qe.Context != nil || rounds >= tries {
 				return nil, qe
 			}
 			// A round whose clean-up handed the key on queues behind the
 			// waiter it woke.
 			force = handed
 		}
+		skip = false
 		if l.wake && (force || errors.Is(last.Reason, ErrNotAcquired)) {
 			if w == nil {
 				me = newWaiter()
@@ -206,13 +229,17 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 			if qkey == "" {
 				qkey, _ = QueueKey(rkey)
 			}
-			if free := l.enqueue(ctx, w, me, rkey, qkey, force); free && !freeRetried {
+			queued, free := l.enqueue(ctx, w, me, rkey, qkey, force)
+			if queued {
+				force = false
+			}
+			if free && !freeRetried {
 				freeRetried = true
 				continue // released before the waiter could queue: try again now
 			}
 		}
 		var released <-chan struct{}
-		delay := max(l.o.retry(try), MinRetryDelay)
+		delay := max(l.o.retry(max(rounds, 1)), MinRetryDelay)
 		if w != nil {
 			l.hub.arm(w, me)
 			released = me.woken
@@ -222,9 +249,16 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 		case <-timer.C():
 		case <-released:
 			timer.Stop()
-			woken = wokenByNotice
-			if l.hub.takeNamed(me) {
+			named, activated := l.hub.takeWake(me)
+			switch {
+			case named:
 				woken = wokenByTicket
+			case activated:
+				// The subscription is confirmed: queue now, and make a
+				// round only if the queue finds the lock free.
+				skip = true
+			default:
+				woken = wokenByNotice
 			}
 		case <-ctx.Done():
 			timer.Stop()
@@ -254,17 +288,18 @@ const queueTTLFactor = 4
 
 // enqueue puts me's ticket in the key's wait queue on the herald, behind
 // the waiters already there; with force, even if the lock is free. It
-// reports free when the lock was free, so that nothing was queued: the
-// caller should try again at once. It does nothing when the key has no
-// queue, w's subscription is not confirmed yet (the waiter polls and tries
-// again after its next round), or me is already queued.
-func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey string, force bool) (free bool) {
+// reports queued when it did, and free when the lock was free, so that
+// nothing was queued: the caller should try again at once. It does nothing
+// (neither) when the key has no queue, w's subscription is not confirmed
+// yet (the confirmation wakes the waiter to queue then), the herald failed,
+// or me is already queued.
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey string, force bool) (queued, free bool) {
 	if qkey == "" {
-		return false
+		return false, false
 	}
 	ticket, ok := l.hub.newTicket(w, me)
 	if !ok {
-		return false
+		return me.hasTicket(l.hub), false
 	}
 	mode := ""
 	if force {
@@ -280,7 +315,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 		// ticket wakes the Locker's longest waiting waiter instead.
 		l.hub.dropTicket(me)
 	}
-	return err == nil && a == 0
+	return err == nil && a == 1, err == nil && a == 0
 }
 
 // dequeue takes me's ticket out of the wait queue, if it is still there,
@@ -499,7 +534,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
-		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}, nil, false
+		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), nodes: results}, nil, false
 	}
 
 	// Redlock rule 5: release every node, including those whose answer was

@@ -71,6 +71,7 @@ type options struct {
 	maxHold        time.Duration // 0: no limit
 	fencing        bool
 	wake           bool
+	observers      []Observer
 }
 
 func defaultOptions() options {
@@ -217,6 +218,19 @@ func WithMaxHold(d time.Duration) Option {
 // Default: off; Lock.Token returns 0.
 func WithFencing() Option {
 	return optionFunc{func(o *options) { o.fencing = true }, "WithFencing()"}
+}
+
+// WithObserver adds o to the Observers of the Locker's acquisitions,
+// extensions, releases and losses (see Observer); given several times, the
+// Observers see every event in the order they were given. A nil o adds
+// nothing.
+// Default: none; no event is built.
+func WithObserver(o Observer) Option {
+	return optionFunc{func(opts *options) {
+		if o != nil {
+			opts.observers = append(opts.observers, o)
+		}
+	}, fmt.Sprintf("WithObserver(%T)", o)}
 }
 
 // WithWakeOnRelease sets whether Acquire, after a round lost to another

@@ -1,0 +1,150 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Observer sees what a Locker does: every acquisition (successful or not),
+// extension (by Extend or by the keep-alive), release, and every loss of a
+// held lock, with its key, outcome, timing and per-node results. Logging,
+// metrics and tracing plug in here (see the middleware packages).
+//
+// Observe is called synchronously on the goroutine that did the work, after
+// the work is done, so it must be quick and must not call back into the
+// Locker or the Lock. It must be safe for concurrent use. A Locker without
+// an Observer builds no events and pays nothing.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventAcquire reports an Acquire or TryAcquire call, from its start to
+	// its return.
+	EventAcquire EventKind = iota + 1
+	// EventExtend reports one extending round, by Extend or the keep-alive.
+	EventExtend
+	// EventRelease reports a Release that asked the nodes (a second Release
+	// of the same lock is not reported).
+	EventRelease
+	// EventLost reports that a held lock ended without a Release: an
+	// extension found it gone, or its validity ran out. Err is the cause,
+	// as Lock.Err returns it.
+	EventLost
+)
+
+// String returns "acquire", "extend", "release" or "lost".
+func (k EventKind) String() string {
+	switch k {
+	case EventAcquire:
+		return "acquire"
+	case EventExtend:
+		return "extend"
+	case EventRelease:
+		return "release"
+	case EventLost:
+		return "lost"
+	default:
+		return "event(" + itoa(int(k)) + ")"
+	}
+}
+
+// Event is one thing a Locker did, as its Observer sees it.
+type Event struct {
+	Kind EventKind
+	// Key is the lock's key as the user gave it (without the key prefix).
+	Key string
+	// Start is when the operation began (when the loss was noticed, for
+	// EventLost); Duration how long it took (zero for EventLost).
+	Start    time.Time
+	Duration time.Duration
+	// Err is nil on success, or the error the operation returned (the
+	// cause, for EventLost). Reason(Err) names it in one word.
+	Err error
+	// Nodes holds each node's result in the last round the operation made
+	// (nil when it asked no node). Observers must not keep or change it.
+	Nodes []NodeResult
+	// Tries is the number of rounds an acquisition made.
+	Tries int
+	// Token is the fencing token of an acquired lock (WithFencing), else 0.
+	Token int64
+	// Validity is how long holding the lock stays safe after a successful
+	// acquisition or extension.
+	Validity time.Duration
+}
+
+// The reasons Reason returns.
+const (
+	ReasonOK          = "ok"
+	ReasonContended   = "contended"
+	ReasonUnavailable = "unavailable"
+	ReasonExpired     = "expired"
+	ReasonLost        = "lost"
+	ReasonNotHeld     = "not_held"
+	ReasonCanceled    = "canceled"
+	ReasonClosed      = "closed"
+	ReasonInvalid     = "invalid"
+	ReasonOther       = "other"
+)
+
+// Reason names the outcome of an operation in one word, for a metric
+// label or a log field: ReasonOK for nil, ReasonCanceled when the caller's
+// context ended, and otherwise from the package's sentinel errors (an
+// acquisition lost to another holder is ReasonContended).
+func Reason(err error) string {
+	switch {
+	case err == nil:
+		return ReasonOK
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return ReasonCanceled
+	case errors.Is(err, ErrClosed):
+		return ReasonClosed
+	case errors.Is(err, ErrInvalidArgument):
+		return ReasonInvalid
+	case errors.Is(err, ErrLockLost):
+		return ReasonLost
+	case errors.Is(err, ErrNotHeld):
+		return ReasonNotHeld
+	case errors.Is(err, ErrValidityExpired):
+		return ReasonExpired
+	case errors.Is(err, ErrUnavailable):
+		return ReasonUnavailable
+	case errors.Is(err, ErrNotAcquired):
+		return ReasonContended
+	default:
+		return ReasonOther
+	}
+}
+
+// observers fans events out to several Observers, in order.
+type observers []Observer
+
+func (os observers) Observe(ctx context.Context, e Event) {
+	for _, o := range os {
+		o.Observe(ctx, e)
+	}
+}
+
+// observeAcquire reports an acquisition that began at start.
+func (l *Locker) observeAcquire(ctx context.Context, key string, start time.Time, lock *Lock, err error) {
+	e := Event{Kind: EventAcquire, Key: key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err}
+	if lock != nil {
+		e.Nodes, e.Tries, e.Token, e.Validity = lock.nodes, lock.tries, lock.token, lock.Validity()
+	} else if qe := (*QuorumError)(nil); errors.As(err, &qe) {
+		e.Nodes, e.Tries = qe.Nodes, qe.Tries
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	l.obs.Observe(ctx, e)
+}
