@@ -1,0 +1,108 @@
+package logging
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// Observer logs Locker events with a *slog.Logger. Create it with New.
+type Observer struct {
+	logger *slog.Logger
+	o      options
+}
+
+type options struct {
+	ok, contended, failed, lost slog.Level
+	omitKey                     bool
+	allNodes                    bool
+}
+
+// Option configures an Observer.
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithLevels sets the level of successful operations (ok), of
+// acquisitions lost to another holder (contended: that is how a lock
+// works, not a fault), of every other failure (failed), and of locks lost
+// while held (lost).
+// Default: Debug, Debug, Warn, Error.
+func WithLevels(ok, contended, failed, lost slog.Level) Option {
+	return optionFunc(func(o *options) { o.ok, o.contended, o.failed, o.lost = ok, contended, failed, lost })
+}
+
+// WithoutKeys leaves lock keys out of the records, for keys that carry
+// data the logs must not.
+// Default: keys are logged.
+func WithoutKeys() Option { return optionFunc(func(o *options) { o.omitKey = true }) }
+
+// WithNodes logs each node's result for successful operations too.
+// Default: only failed operations carry their nodes' results.
+func WithNodes() Option { return optionFunc(func(o *options) { o.allNodes = true }) }
+
+// New returns an Observer that logs to logger (slog.Default() when nil).
+func New(logger *slog.Logger, opts ...Option) *Observer {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	o := options{ok: slog.LevelDebug, contended: slog.LevelDebug, failed: slog.LevelWarn, lost: slog.LevelError}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	return &Observer{logger: logger, o: o}
+}
+
+// Observe implements core.Observer.
+func (l *Observer) Observe(ctx context.Context, e core.Event) {
+	reason := core.Reason(e.Err)
+	level := l.o.failed
+	switch {
+	case e.Kind == core.EventLost:
+		level = l.o.lost
+	case e.Err == nil:
+		level = l.o.ok
+	case reason == core.ReasonContended:
+		level = l.o.contended
+	}
+	if !l.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 9)
+	if !l.o.omitKey {
+		attrs = append(attrs, slog.String("key", e.Key))
+	}
+	attrs = append(attrs, slog.String("outcome", reason))
+	if e.Kind != core.EventLost {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.Kind == core.EventAcquire {
+		attrs = append(attrs, slog.Int("tries", e.Tries))
+	}
+	if e.Token != 0 {
+		attrs = append(attrs, slog.Int64("token", e.Token))
+	}
+	if e.Err == nil && (e.Kind == core.EventAcquire || e.Kind == core.EventExtend) {
+		attrs = append(attrs, slog.Duration("validity", e.Validity))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	if len(e.Nodes) > 0 && (e.Err != nil || l.o.allNodes) {
+		nodes := make([]slog.Attr, 0, len(e.Nodes))
+		for _, n := range e.Nodes {
+			node := []any{slog.String("outcome", n.Outcome.String()), slog.Duration("latency", n.Latency)}
+			if n.Err != nil {
+				node = append(node, slog.String("error", n.Err.Error()))
+			}
+			nodes = append(nodes, slog.Group(n.Node, node...))
+		}
+		attrs = append(attrs, slog.Attr{Key: "nodes", Value: slog.GroupValue(nodes...)})
+	}
+	l.logger.LogAttrs(ctx, level, "quorumlock "+e.Kind.String(), attrs...)
+}
