@@ -1,0 +1,51 @@
+// Package metrics is a core.Observer that keeps Prometheus metrics of what
+// a Locker does. It lives in its own package so that core stays free of
+// the Prometheus client; import it only where metrics are wanted.
+//
+//	obs := metrics.New()
+//	prometheus.MustRegister(obs) // New registers nothing: the caller does
+//	locker, err := core.New(nodes, core.WithObserver(obs))
+//
+// # Metrics
+//
+// With the default namespace "quorumlock" (WithNamespace), an Observer
+// exports:
+//
+//   - quorumlock_acquire_duration_seconds, a histogram with label outcome:
+//     how long each Acquire or TryAcquire call took, retries included.
+//   - quorumlock_operations_total, a counter with labels op ("acquire",
+//     "extend", "release" or "lost") and outcome: every event the Locker
+//     reports. Each extending round counts, whether Extend or the
+//     keep-alive made it; a loss counts under op "lost" beside the extend
+//     that found it.
+//   - quorumlock_locks_held, a gauge: successful acquisitions minus
+//     releases.
+//   - quorumlock_node_errors_total, a counter with labels node (the node's
+//     name) and op ("acquire", "extend" or "release"): node calls that
+//     failed or timed out (core.OutcomeFailed). Refusals, which are
+//     contention, and calls cut off by a context are not errors.
+//
+// The outcome label is core.Reason of the operation's error: "ok",
+// "contended", "unavailable", "expired", "lost", "not_held", "canceled",
+// "closed", "invalid" or "other", a small closed set. Series appear when
+// first used.
+//
+// # Locks held
+//
+// The gauge goes up on each successful acquisition and down on each
+// release, whatever the release's outcome; a lost lock does not bring it
+// down. A lock that is lost (an extension found it gone, or its validity
+// ran out) is still a handle its owner must release, and Release after a
+// loss is reported as a release with outcome "not_held"; counting the loss
+// too would count that lock twice. So the gauge counts lock handles not
+// yet released, which Locker.Close also releases, and
+// quorumlock_operations_total{op="lost"} counts the losses. A Locker
+// reports a lock's release only once, however often Release is called.
+//
+// # Cost
+//
+// Observe does no allocation and takes no lock on the common path: an
+// event costs an atomic load of a cached series and an atomic add or two
+// (the histogram's count, sum and bucket). A node error, which is rare,
+// looks its series up by name.
+package metrics

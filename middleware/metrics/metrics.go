@@ -1,0 +1,238 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// DefaultNamespace is the namespace prefixed to every metric name.
+const DefaultNamespace = "quorumlock"
+
+// DefaultBuckets returns the default buckets of the acquisition duration
+// histogram, in seconds: from 0.5 ms, a fast local round, to 10 s, the
+// default TTL, which bounds any sensible wait. Each call returns a new
+// slice.
+func DefaultBuckets() []float64 {
+	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+}
+
+// Option configures an Observer.
+type Option interface {
+	apply(*options)
+	// String shows the option as written, for logs and comparison.
+	String() string
+}
+
+type options struct {
+	namespace   string
+	constLabels prometheus.Labels
+	buckets     []float64
+}
+
+type optionFunc struct {
+	fn   func(*options)
+	name string
+}
+
+func (o optionFunc) apply(opts *options) { o.fn(opts) }
+func (o optionFunc) String() string      { return o.name }
+
+// WithNamespace sets the prefix of every metric name; "" leaves the names
+// unprefixed (acquire_duration_seconds, ...).
+// Default: DefaultNamespace ("quorumlock").
+func WithNamespace(ns string) Option {
+	return optionFunc{func(o *options) { o.namespace = ns }, fmt.Sprintf("WithNamespace(%q)", ns)}
+}
+
+// WithConstLabels adds labels with fixed values to every metric, for
+// instance to tell apart the Lockers of one process, each with its own
+// Observer. The map is copied.
+// Default: none.
+func WithConstLabels(labels prometheus.Labels) Option {
+	labels = maps.Clone(labels)
+	return optionFunc{func(o *options) { o.constLabels = labels }, fmt.Sprintf("WithConstLabels(%v)", labels)}
+}
+
+// WithBuckets sets the upper bounds, in seconds, of the acquisition
+// duration histogram's buckets; they must be strictly increasing (New
+// panics otherwise, as prometheus.NewHistogram does). The slice is copied.
+// Default: DefaultBuckets(), 0.5 ms to 10 s.
+func WithBuckets(buckets ...float64) Option {
+	buckets = slices.Clone(buckets)
+	return optionFunc{func(o *options) { o.buckets = buckets }, fmt.Sprintf("WithBuckets(%v)", buckets)}
+}
+
+// The event kinds and reasons, as indexes into the cached series.
+var (
+	ops     = [...]core.EventKind{core.EventAcquire, core.EventExtend, core.EventRelease, core.EventLost}
+	reasons = [...]string{
+		core.ReasonOK, core.ReasonContended, core.ReasonUnavailable, core.ReasonExpired, core.ReasonLost,
+		core.ReasonNotHeld, core.ReasonCanceled, core.ReasonClosed, core.ReasonInvalid, core.ReasonOther,
+	}
+)
+
+const (
+	nOps     = len(ops)
+	nReasons = len(reasons)
+)
+
+// opIndex returns k's index in ops, or -1.
+func opIndex(k core.EventKind) int {
+	switch k {
+	case core.EventAcquire:
+		return 0
+	case core.EventExtend:
+		return 1
+	case core.EventRelease:
+		return 2
+	case core.EventLost:
+		return 3
+	default:
+		return -1
+	}
+}
+
+// reasonIndex returns the index in reasons of core.Reason(err).
+func reasonIndex(err error) int {
+	if err == nil {
+		return 0
+	}
+	r := core.Reason(err)
+	for i, s := range reasons {
+		if s == r {
+			return i
+		}
+	}
+	return nReasons - 1 // a reason added to core later counts as "other"
+}
+
+// Observer is a core.Observer that keeps Prometheus metrics of the events
+// it sees, and a prometheus.Collector of those metrics: register it once
+// on a Registerer (New does not) and give it to one or more Lockers with
+// core.WithObserver. It is safe for concurrent use.
+type Observer struct {
+	acquireDuration *prometheus.HistogramVec
+	operations      *prometheus.CounterVec
+	locksHeld       prometheus.Gauge
+	nodeErrors      *prometheus.CounterVec
+
+	// Series cached on first use, so that an event looks nothing up.
+	durations [nReasons]atomic.Pointer[prometheus.Observer]
+	counts    [nOps][nReasons]atomic.Pointer[prometheus.Counter]
+}
+
+var (
+	_ core.Observer        = (*Observer)(nil)
+	_ prometheus.Collector = (*Observer)(nil)
+)
+
+// New returns an Observer configured by opts. It registers nothing: pass
+// it to a Registerer's Register (which reports a namespace or label name
+// that Prometheus refuses) or MustRegister. New panics when the buckets
+// are not strictly increasing, as prometheus.NewHistogram does.
+func New(opts ...Option) *Observer {
+	o := options{namespace: DefaultNamespace, buckets: DefaultBuckets()}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	durationOpts := prometheus.HistogramOpts{
+		Namespace:   o.namespace,
+		Name:        "acquire_duration_seconds",
+		Help:        "Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome.",
+		ConstLabels: o.constLabels,
+		Buckets:     o.buckets,
+	}
+	// A HistogramVec checks its buckets only when it makes its first
+	// series, in Observe: check them now, in a throwaway histogram.
+	prometheus.NewHistogram(durationOpts)
+	return &Observer{
+		acquireDuration: prometheus.NewHistogramVec(durationOpts, []string{"outcome"}),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   o.namespace,
+			Name:        "operations_total",
+			Help:        "Lock operations (acquire, extend, release) and losses (lost), by outcome.",
+			ConstLabels: o.constLabels,
+		}, []string{"op", "outcome"}),
+		locksHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace:   o.namespace,
+			Name:        "locks_held",
+			Help:        "Locks acquired and not yet released (a lost lock counts until it is released).",
+			ConstLabels: o.constLabels,
+		}),
+		nodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   o.namespace,
+			Name:        "node_errors_total",
+			Help:        "Node calls that failed or timed out, by node and operation.",
+			ConstLabels: o.constLabels,
+		}, []string{"node", "op"}),
+	}
+}
+
+// Describe sends the descriptors of the Observer's metrics, for
+// prometheus.Collector.
+func (m *Observer) Describe(ch chan<- *prometheus.Desc) {
+	m.acquireDuration.Describe(ch)
+	m.operations.Describe(ch)
+	m.locksHeld.Describe(ch)
+	m.nodeErrors.Describe(ch)
+}
+
+// Collect sends the Observer's metrics, for prometheus.Collector.
+func (m *Observer) Collect(ch chan<- prometheus.Metric) {
+	m.acquireDuration.Collect(ch)
+	m.operations.Collect(ch)
+	m.locksHeld.Collect(ch)
+	m.nodeErrors.Collect(ch)
+}
+
+// Observe updates the metrics with e, for core.Observer. Events of a kind
+// it does not know are ignored.
+func (m *Observer) Observe(_ context.Context, e core.Event) {
+	op := opIndex(e.Kind)
+	if op < 0 {
+		return
+	}
+	r := reasonIndex(e.Err)
+	m.counter(op, r).Inc()
+	switch e.Kind {
+	case core.EventAcquire:
+		m.duration(r).Observe(e.Duration.Seconds())
+		if e.Err == nil {
+			m.locksHeld.Inc()
+		}
+	case core.EventRelease:
+		m.locksHeld.Dec()
+	}
+	for i := range e.Nodes {
+		if n := &e.Nodes[i]; n.Outcome == core.OutcomeFailed {
+			m.nodeErrors.WithLabelValues(n.Node, e.Kind.String()).Inc()
+		}
+	}
+}
+
+func (m *Observer) counter(op, r int) prometheus.Counter {
+	if c := m.counts[op][r].Load(); c != nil {
+		return *c
+	}
+	c := m.operations.WithLabelValues(ops[op].String(), reasons[r])
+	m.counts[op][r].Store(&c)
+	return c
+}
+
+func (m *Observer) duration(r int) prometheus.Observer {
+	if h := m.durations[r].Load(); h != nil {
+		return *h
+	}
+	h := m.acquireDuration.WithLabelValues(reasons[r])
+	m.durations[r].Store(&h)
+	return h
+}
