@@ -1,0 +1,208 @@
+package httplock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// ErrNoKey is the cause of the refusal of a request that has no key (its
+// KeyFunc returned false or an empty key), unless PassUnkeyed is given.
+var ErrNoKey = errors.New("httplock: request has no lock key")
+
+// Error is what the middleware hands its ErrorHandler when it refuses a
+// request: the status code it chose, the Retry-After delay it advertised
+// (0 when it set none), the lock key (empty when the request had none) and
+// the cause, which errors.Is matches against ErrNoKey, core.ErrNotAcquired,
+// core.ErrUnavailable, core.ErrClosed, context errors and the rest of
+// core's categories.
+type Error struct {
+	Status     int
+	RetryAfter time.Duration
+	Key        string
+	Err        error
+}
+
+// Error describes the refusal.
+func (e *Error) Error() string {
+	s := "httplock: " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	if e.Key != "" {
+		s += " for key " + strconv.Quote(e.Key)
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// DefaultErrorHandler answers with the status of the *Error it is given
+// (500 for any other error) and a short plain-text body that names the
+// kind of refusal without internal details such as node addresses.
+func DefaultErrorHandler(w http.ResponseWriter, _ *http.Request, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		http.Error(w, "internal server error", http.StatusInternalServerError)
+		return
+	}
+	var msg string
+	switch {
+	case errors.Is(e.Err, ErrNoKey):
+		msg = "missing lock key"
+	case e.Status == http.StatusServiceUnavailable:
+		msg = "lock service unavailable, retry later"
+	case e.Status >= 500 && e.RetryAfter == 0:
+		msg = "internal server error"
+	default:
+		msg = "resource is locked, retry later"
+	}
+	http.Error(w, msg, e.Status)
+}
+
+type lockKey struct{}
+
+// FromContext returns the lock the middleware holds for the request whose
+// context is ctx (or a context derived from it), and false when there is
+// none (an unkeyed request passed through by PassUnkeyed).
+func FromContext(ctx context.Context) (*core.Lock, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	lock, ok := ctx.Value(lockKey{}).(*core.Lock)
+	return lock, ok && lock != nil
+}
+
+// New returns middleware that runs each request's handler while holding
+// the lock named by key(r) on locker, or refuses the request:
+//
+//   - no key: 400 Bad Request (or the handler runs unlocked with
+//     PassUnkeyed);
+//   - lock held elsewhere (after waiting, with Wait): BusyStatus (423
+//     Locked), with a Retry-After header (RetryAfter);
+//   - too few nodes answering, rounds too slow to leave validity, a closed
+//     Locker, or the request's context ending before the lock was won: 503
+//     Service Unavailable, with a Retry-After header;
+//   - anything else: 500 Internal Server Error.
+//
+// Refusals are written by the ErrorHandler. While the handler runs, the
+// lock is kept alive (core.Lock.KeepAlive) and the request's context is
+// the lock's (core.Lock.Context): it is cancelled, with the lock's error as
+// its cause, if the lock is lost. The lock is released when the handler
+// returns or panics (the panic then goes on), under a context detached from
+// the request's and bounded by ReleaseTimeout.
+//
+// New returns an error matching core.ErrInvalidArgument, and no
+// middleware, when locker or key is nil or an option is invalid. The
+// middleware wraps a nil handler into one that answers 500.
+func New(locker *core.Locker, key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
+	if locker == nil {
+		return nil, fmt.Errorf("httplock: %w: locker is nil", core.ErrInvalidArgument)
+	}
+	if key == nil {
+		return nil, fmt.Errorf("httplock: %w: key func is nil", core.ErrInvalidArgument)
+	}
+	c := defaultConfig()
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("httplock: %w: option %d is nil", core.ErrInvalidArgument, i)
+		}
+		o.apply(&c)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	m := &middleware{locker: locker, key: key, c: c}
+	return m.wrap, nil
+}
+
+type middleware struct {
+	locker *core.Locker
+	key    KeyFunc
+	c      config
+}
+
+func (m *middleware) wrap(next http.Handler) http.Handler {
+	if next == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.c.errorHandler(w, r, &Error{
+				Status: http.StatusInternalServerError,
+				Err:    fmt.Errorf("httplock: %w: the wrapped handler is nil", core.ErrInvalidArgument),
+			})
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	key, ok := m.key(r)
+	if !ok || key == "" {
+		if m.c.passUnkeyed {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.c.errorHandler(w, r, &Error{Status: http.StatusBadRequest, Err: ErrNoKey})
+		return
+	}
+	key = m.c.keyPrefix + key
+
+	lock, err := m.acquire(r.Context(), key)
+	if err != nil {
+		m.refuse(w, r, key, err)
+		return
+	}
+	// Deferred calls run when the handler panics too; the panic then goes on.
+	defer m.release(r, lock)
+	if err := lock.KeepAlive(); err != nil {
+		m.refuse(w, r, key, err)
+		return
+	}
+	ctx, cancel := lock.Context(r.Context())
+	defer cancel()
+	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lockKey{}, lock)))
+}
+
+func (m *middleware) acquire(ctx context.Context, key string) (*core.Lock, error) {
+	if m.c.wait == 0 {
+		return m.locker.TryAcquire(ctx, key)
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.c.wait)
+	defer cancel()
+	return m.locker.Acquire(ctx, key)
+}
+
+func (m *middleware) release(r *http.Request, lock *core.Lock) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.c.releaseTimeout)
+	defer cancel()
+	// A failed release leaves keys that expire with the TTL; the answer
+	// has been written already, so there is no one to tell.
+	_ = lock.Release(ctx)
+}
+
+// refuse answers a request whose lock could not be taken or kept.
+func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, key string, err error) {
+	e := &Error{Status: http.StatusInternalServerError, Key: key, Err: err}
+	switch {
+	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrValidityExpired),
+		errors.Is(err, core.ErrClosed), r.Context().Err() != nil:
+		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
+	case errors.Is(err, core.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
+		e.Status, e.RetryAfter = m.c.busyStatus, m.c.retryAfter
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))
+	}
+	m.c.errorHandler(w, r, e)
+}
+
+// retryAfterSeconds is d in whole seconds, rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(s, 1), 10)
+}
