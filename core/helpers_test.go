@@ -63,9 +63,11 @@ func quorumError(t *testing.T, err error) *core.QuorumError {
 	return qe
 }
 
-func outcomes(qe *core.QuorumError) []core.Outcome {
-	out := make([]core.Outcome, len(qe.Nodes))
-	for i, n := range qe.Nodes {
+func outcomes(qe *core.QuorumError) []core.Outcome { return outcomesOf(qe.Nodes) }
+
+func outcomesOf(nodes []core.NodeResult) []core.Outcome {
+	out := make([]core.Outcome, len(nodes))
+	for i, n := range nodes {
 		out[i] = n.Outcome
 	}
 	return out

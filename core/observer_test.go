@@ -156,14 +156,6 @@ func TestObserver(t *testing.T) {
 	})
 }
 
-func outcomesOf(nodes []core.NodeResult) []core.Outcome {
-	out := make([]core.Outcome, len(nodes))
-	for i, n := range nodes {
-		out[i] = n.Outcome
-	}
-	return out
-}
-
 func TestReason(t *testing.T) {
 	l, nodes := newLocker(t, 1)
 	closed, err := core.New(memory.AsNodes(memory.NewNodes(1)))
