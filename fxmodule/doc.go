@@ -1,0 +1,94 @@
+// Package fxmodule wires quorumlock into go.uber.org/fx applications: Module
+// provides a *core.Locker built from a Config, checks its nodes when the
+// app starts and closes it when the app stops.
+//
+//	app := fx.New(
+//		fxmodule.Module,
+//		fx.Supply(fxmodule.Config{
+//			Driver: "goredis",
+//			Addrs:  []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+//			TTL:    10 * time.Second,
+//		}),
+//		// or: fxmodule.FromEnv(""), which reads QUORUMLOCK_ADDRS and the rest
+//		fx.Invoke(func(locker *core.Locker) { ... }),
+//	)
+//
+// The package is named after its folder, fxmodule, not quorumlockfx as fx's
+// module guide would name it: the project's layout fixes the folder name,
+// and the package name follows it.
+//
+// # Configuration
+//
+// Config names the driver (goredis, redigo or rueidis; rueidis by
+// default), the servers (Addrs: one independent Redis master each, or,
+// with Cluster, the seeds of one Redis Cluster, which is one Redlock
+// node), the strategy, credentials, TLS and the core options. Zero fields
+// mean the defaults that each field's comment names, core's defaults for
+// core options. ConfigFromEnv reads a Config from QUORUMLOCK_...
+// environment variables, and FromEnv provides it to the graph; otherwise
+// the app supplies the Config with fx.Supply or fx.Provide.
+//
+// # Extending the module
+//
+// Two value groups let the app add to what Config describes:
+//
+//   - NodesGroup ("quorumlock.nodes", core.Node): nodes the app built
+//     itself, over clients it already has. When the group holds any, the
+//     Locker uses exactly those and builds no client. Node contributes the
+//     result of any constructor; GoRedisNode and RueidisNode build one over
+//     the redis.UniversalClient or rueidis.Client in the graph.
+//   - OptionsGroup ("quorumlock.options", core.Option): options applied
+//     after Config's, such as core.WithObserver for logging or metrics.
+//     Option and Options contribute them. fx value groups are unordered,
+//     so two contributed options that set the same thing conflict.
+//
+// An optional core.Observer in the graph is installed too, and an optional
+// *slog.Logger receives the warnings about nodes tolerated down at start.
+//
+// fx.Decorate works on the Module's inputs and output. A decorator of
+// Config given to fx.New (decorators at the top level apply inside modules
+// too) changes the Locker that Module builds:
+//
+//	fx.Decorate(func(c fxmodule.Config) fxmodule.Config { c.KeyPrefix = "billing:"; return c })
+//
+// A decorator of *core.Locker sees the Locker before the app's
+// constructors do. A Locker has no wrapper type, so such a decorator
+// either returns its argument or replaces it with a Locker of its own,
+// which it must then close itself; Module keeps closing the one it built.
+//
+// # Lifecycle and ownership
+//
+// On start, every node is sent one EVALSHA of the script "return 1", in
+// parallel and bounded by Config.PingTimeout (2 s by default): NOSCRIPT,
+// or 1 from a server that has the script, shows that the node answers
+// and runs scripts, and nothing runs or is written. Start-up fails with an
+// *UnreachableError naming each node that did not answer, with its
+// address and error, unless at most Config.TolerateDown nodes did not and
+// a quorum did. On stop, the Locker is closed: it releases the locks still
+// held, and closes its nodes.
+//
+// The clients the module builds from Config are its own: no one else can
+// reach them, and closing the Locker closes them. Nodes the app
+// contributes are closed with the Locker too (core.New takes ownership of
+// its nodes), but the goredis, redigo and rueidis nodes never close the
+// client they were built around (rueidis's unless made with CloseClient):
+// the app's clients stay open, for the app to close.
+//
+// # Without fx
+//
+// New is the module's constructor, and works without fx: New(Params{Config:
+// c}) returns the Locker. Without a Lifecycle there is no start-up check,
+// and the caller closes the Locker, which closes the clients New made.
+//
+// # Drivers
+//
+// The module builds each client with the settings its backend recommends
+// (goredis.ClientOptions and ClusterOptions, redigo.NewPool, rueidis's
+// ClientOption, see the backends' docs), with Username, Password and TLS
+// added. The rueidis clients of independent masters are single-server
+// clients (rueidis's ForceSingleClient), so that a server down at start
+// does not fail the client's construction and TolerateDown can apply;
+// goredis and redigo connect on first use anyway. A rueidis cluster client
+// connects when built, so a Redis Cluster that cannot be reached fails the
+// app's construction.
+package fxmodule

@@ -1,0 +1,81 @@
+package fxmodule_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/fxmodule"
+)
+
+// An app whose Locker runs over three independent Redis masters through
+// go-redis. It needs the servers, so this example is compiled, not run.
+func Example() {
+	app := fx.New(
+		fxmodule.Module,
+		fx.Supply(fxmodule.Config{
+			Driver:       fxmodule.DriverGoRedis,
+			Addrs:        []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+			TTL:          10 * time.Second,
+			TolerateDown: 1, // start even if one master is down
+		}),
+		// Or read it all from QUORUMLOCK_DRIVER, QUORUMLOCK_ADDRS, ...:
+		// fxmodule.FromEnv(""),
+		fx.Invoke(func(lc fx.Lifecycle, locker *core.Locker) {
+			lc.Append(fx.StartHook(func(ctx context.Context) error {
+				return locker.Do(ctx, "migrations", func(ctx context.Context) error {
+					// Only one instance of the app runs this at a time.
+					return nil
+				})
+			}))
+		}),
+	)
+	app.Run() // starts (checking every master), waits for a signal, stops (releasing held locks)
+}
+
+// Nodes the app builds itself, here in-process ones, and an Observer
+// contributed through the options group.
+func ExampleNode() {
+	events := 0
+	app := fx.New(
+		fx.NopLogger,
+		fxmodule.Module,
+		fx.Supply(fxmodule.Config{KeyPrefix: "app:"}), // no Addrs: the nodes below are used
+		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("a")) }),
+		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("b")) }),
+		fxmodule.Node(func() *memory.Node { return memory.New(memory.WithName("c")) }),
+		fxmodule.Options(core.WithObserver(core.ObserverFunc(func(_ context.Context, e core.Event) {
+			events++
+			fmt.Println("observed", e.Kind, e.Key, core.Reason(e.Err))
+		}))),
+		fx.Invoke(func(lc fx.Lifecycle, locker *core.Locker) {
+			lc.Append(fx.StartHook(func(ctx context.Context) error {
+				lock, err := locker.Acquire(ctx, "orders:42")
+				if err != nil {
+					return err
+				}
+				fmt.Println("holding", lock.Key(), "with quorum", locker.Quorum())
+				return lock.Release(ctx)
+			}))
+		}),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	if err := app.Stop(ctx); err != nil {
+		fmt.Println("stop:", err)
+	}
+	fmt.Println("events:", events)
+	// Output:
+	// observed acquire orders:42 ok
+	// holding orders:42 with quorum 2
+	// observed release orders:42 ok
+	// events: 2
+}
