@@ -2,7 +2,8 @@
 // a Locker does. It lives in its own package so that core stays free of
 // the Prometheus client; import it only where metrics are wanted.
 //
-//	obs := metrics.New()
+//	obs, err := metrics.New()
+//	...
 //	prometheus.MustRegister(obs) // New registers nothing: the caller does
 //	locker, err := core.New(nodes, core.WithObserver(obs))
 //

@@ -18,7 +18,11 @@ import (
 // An Observer registered on a registry that a /metrics handler serves,
 // counting a Locker's operations.
 func Example() {
-	obs := metrics.New()
+	obs, err := metrics.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(obs) // New registers nothing itself
 	handler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

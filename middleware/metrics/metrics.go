@@ -135,13 +135,22 @@ var (
 
 // New returns an Observer configured by opts. It registers nothing: pass
 // it to a Registerer's Register (which reports a namespace or label name
-// that Prometheus refuses) or MustRegister. New panics when the buckets
-// are not strictly increasing, as prometheus.NewHistogram does.
-func New(opts ...Option) *Observer {
+// that Prometheus refuses) or MustRegister. Buckets that are empty or not
+// strictly increasing are refused with an error matching
+// core.ErrInvalidArgument.
+func New(opts ...Option) (*Observer, error) {
 	o := options{namespace: DefaultNamespace, buckets: DefaultBuckets()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
+		}
+	}
+	if len(o.buckets) == 0 {
+		return nil, fmt.Errorf("%w: metrics: WithBuckets needs at least one bucket", core.ErrInvalidArgument)
+	}
+	for i := 1; i < len(o.buckets); i++ {
+		if !(o.buckets[i] > o.buckets[i-1]) {
+			return nil, fmt.Errorf("%w: metrics: buckets must be strictly increasing, got %v", core.ErrInvalidArgument, o.buckets)
 		}
 	}
 	durationOpts := prometheus.HistogramOpts{
@@ -151,9 +160,6 @@ func New(opts ...Option) *Observer {
 		ConstLabels: o.constLabels,
 		Buckets:     o.buckets,
 	}
-	// A HistogramVec checks its buckets only when it makes its first
-	// series, in Observe: check them now, in a throwaway histogram.
-	prometheus.NewHistogram(durationOpts)
 	return &Observer{
 		acquireDuration: prometheus.NewHistogramVec(durationOpts, []string{"outcome"}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -174,7 +180,7 @@ func New(opts ...Option) *Observer {
 			Help:        "Node calls that failed or timed out, by node and operation.",
 			ConstLabels: o.constLabels,
 		}, []string{"node", "op"}),
-	}
+	}, nil
 }
 
 // Describe sends the descriptors of the Observer's metrics, for

@@ -40,7 +40,8 @@ func newLocker(t *testing.T, nodes []*memory.Node, opts ...core.Option) *core.Lo
 // newObserver returns an Observer registered on a new pedantic registry.
 func newObserver(t *testing.T, opts ...metrics.Option) (*metrics.Observer, *prometheus.Registry) {
 	t.Helper()
-	obs := metrics.New(opts...)
+	obs, err := metrics.New(opts...)
+	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(obs))
 	return obs, reg
@@ -255,11 +256,16 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 		_, reg := newObserver(t, metrics.WithNamespace(""))
 		assert.NotNil(t, find(t, reg, "locks_held", nil))
 	})
-	t.Run("bad buckets panic, as in Prometheus", func(t *testing.T) {
-		assert.Panics(t, func() { metrics.New(metrics.WithBuckets(1, 0.5)) })
+	t.Run("bad buckets are refused", func(t *testing.T) {
+		for _, b := range [][]float64{{1, 0.5}, {1, 1}, {}} {
+			_, err := metrics.New(metrics.WithBuckets(b...))
+			assert.ErrorIs(t, err, core.ErrInvalidArgument, "%v", b)
+		}
 	})
 	t.Run("a bad name is refused by Register", func(t *testing.T) {
-		err := prometheus.NewRegistry().Register(metrics.New(metrics.WithConstLabels(prometheus.Labels{"__reserved": "x"})))
+		obs, err := metrics.New(metrics.WithConstLabels(prometheus.Labels{"__reserved": "x"}))
+		require.NoError(t, err)
+		err = prometheus.NewRegistry().Register(obs)
 		assert.ErrorContains(t, err, "__reserved")
 	})
 	t.Run("String", func(t *testing.T) {
@@ -270,7 +276,8 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 }
 
 func TestObserveAllocates(t *testing.T) {
-	obs := metrics.New()
+	obs, err := metrics.New()
+	require.NoError(t, err)
 	e := core.Event{Kind: core.EventAcquire, Duration: time.Millisecond, Nodes: []core.NodeResult{{Node: "a", Outcome: core.OutcomeOK}}}
 	obs.Observe(t.Context(), e) // makes the series
 	assert.Zero(t, testing.AllocsPerRun(100, func() { obs.Observe(t.Context(), e) }))
