@@ -8,12 +8,12 @@ FORBIDDEN := go-redis|redigo|rueidis|go\.uber\.org/fx|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit quickstart bench bench-drivers bench-smoke
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
-## driver-free seam, every test with the race detector, and a short run of
-## the benchmark program.
-test: redis vet staticcheck purity unit bench-smoke
+## driver-free seam, every test with the race detector, every example
+## program, and a short run of the benchmark program.
+test: redis vet staticcheck purity unit examples bench-smoke
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
@@ -32,6 +32,18 @@ purity:
 
 unit:
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+## examples: run every program of examples/ as a user would (go run, on
+## its embedded servers unless REDIS_ADDRS is set), each a few seconds;
+## fails, naming them, if any exits non-zero.
+EXAMPLES := quickstart httpservice drivers strategies fxapp
+examples:
+	@failed=; for e in $(EXAMPLES); do \
+		echo "== go run ./examples/$$e"; \
+		$(GO) run ./examples/$$e || failed="$$failed $$e"; \
+		echo; \
+	done; \
+	if [ -n "$$failed" ]; then echo "examples failed:$$failed" >&2; exit 1; fi
 
 ## quickstart: the README's first command.
 quickstart:

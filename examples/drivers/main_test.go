@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind: run must
+// close its Lockers, every driver's clients and its embedded servers.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// runDrivers runs the program as main does, bounded as main bounds it.
+func runDrivers(t *testing.T, addrs []string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	start := time.Now()
+	err := run(ctx, &out, addrs)
+	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a second or two")
+	return out.String(), err
+}
+
+// checkOutput checks the lines every successful run prints.
+func checkOutput(t *testing.T, out string) {
+	t.Helper()
+	assert.Equal(t, 3, strings.Count(out, "), released\n"), "each driver acquires and releases:\n%s", out)
+	for _, want := range []string{
+		"held through goredis  redigo and rueidis refused (ErrNotAcquired); released, then taken through redigo",
+		"held through redigo   goredis and rueidis refused (ErrNotAcquired); released, then taken through rueidis",
+		"held through rueidis  goredis and redigo refused (ErrNotAcquired); released, then taken through goredis",
+		"drivers: all checks passed",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// The default: three embedded miniredis servers, rueidis included.
+func TestDriversEmbedded(t *testing.T) {
+	out, err := runDrivers(t, nil)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `3 embedded miniredis servers, one Locker per driver, key "drivers:invoice:7"`)
+	checkOutput(t, out)
+}
+
+// REDIS_ADDRS with one server: a quorum of 1 still shows the interplay.
+func TestDriversAddrs(t *testing.T) {
+	addr := miniredis.RunT(t).Addr()
+	out, err := runDrivers(t, []string{addr})
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "1 Redis server from REDIS_ADDRS ("+addr+")")
+	checkOutput(t, out)
+}
+
+// A lock left on the servers by someone else is reported, not stolen.
+func TestDriversKeyHeldElsewhere(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		m := miniredis.RunT(t)
+		require.NoError(t, m.Set(key, "someone else"))
+		addrs = append(addrs, m.Addr())
+	}
+	out, err := runDrivers(t, addrs)
+	require.Error(t, err)
+	assert.NotContains(t, out, "all checks passed")
+}
+
+// The same program on real redis-server processes, as a user with
+// REDIS_ADDRS runs it. Skipped when redis-server is missing (outside CI).
+func TestDriversRealServers(t *testing.T) {
+	redistest.RequireServer(t)
+	var addrs []string
+	for range 3 {
+		s, err := redistest.StartServer(t.Context())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		addrs = append(addrs, s.Addr())
+	}
+	out, err := runDrivers(t, addrs)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "3 Redis servers from REDIS_ADDRS")
+	checkOutput(t, out)
+}
+
+func TestParseAddrs(t *testing.T) {
+	assert.Empty(t, parseAddrs(""))
+	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
+}

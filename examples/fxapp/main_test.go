@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind: stopping
+// the app must close the Locker and the clients the module built, and run
+// must close its embedded servers.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{}) // a refused dial is the point of TestFxAppUnreachable
+	goleak.VerifyTestMain(m)
+}
+
+// clearEnv unsets (for the test) the variables the program reads that a
+// test does not set itself.
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, v := range []string{"DRIVER", "ADDRS", "CLUSTER", "STRATEGY", "TTL", "NODE_TIMEOUT", "KEY_PREFIX", "PASSWORD", "TLS", "TOLERATE_DOWN"} {
+		t.Setenv("QUORUMLOCK_"+v, "")
+	}
+}
+
+// runApp runs the program as main does, bounded as main bounds it.
+func runApp(t *testing.T, addrs []string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	start := time.Now()
+	err := run(ctx, &out, addrs)
+	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a second or two")
+	return out.String(), err
+}
+
+func checkOutput(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		`level=DEBUG msg="quorumlock acquire" key=fxapp:migrations outcome=ok `,
+		`level=DEBUG msg="quorumlock acquire" key=fxapp:migrations outcome=contended `,
+		`job: holding "fxapp:migrations" (quorum 2 of the nodes); a second TryAcquire is refused: core.ErrNotAcquired`,
+		`level=DEBUG msg="quorumlock release" key=fxapp:migrations outcome=ok `,
+		"the module's OnStop hook closed the Locker",
+		"refused: errors.Is(err, core.ErrClosed) == true",
+		"fxapp: all checks passed",
+	} {
+		assert.Contains(t, out, want)
+	}
+	assert.NotContains(t, out, "time=")
+	assert.NotContains(t, out, "nodes.")
+}
+
+// The default: no variable set, three embedded servers, rueidis.
+func TestFxAppEmbedded(t *testing.T) {
+	clearEnv(t)
+	out, err := runApp(t, nil)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "servers from 3 embedded miniredis servers (QUORUMLOCK_ADDRS and REDIS_ADDRS are unset)")
+	assert.Contains(t, out, "driver rueidis (the default), 3 nodes: ")
+	checkOutput(t, out)
+}
+
+// QUORUMLOCK_DRIVER and QUORUMLOCK_ADDRS choose the driver and servers.
+func TestFxAppEnv(t *testing.T) {
+	for _, driver := range []string{"goredis", "redigo", "rueidis"} {
+		t.Run(driver, func(t *testing.T) {
+			clearEnv(t)
+			var addrs []string
+			for range 3 {
+				addrs = append(addrs, miniredis.RunT(t).Addr())
+			}
+			t.Setenv("QUORUMLOCK_DRIVER", driver)
+			t.Setenv("QUORUMLOCK_ADDRS", strings.Join(addrs, ","))
+			t.Setenv("QUORUMLOCK_TTL", "5s")
+			out, err := runApp(t, []string{"127.0.0.1:1"}) // REDIS_ADDRS, overridden
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "servers from QUORUMLOCK_ADDRS\n  driver "+driver+", 3 nodes: "+strings.Join(addrs, ", "))
+			assert.Contains(t, out, "validity=4.")
+			checkOutput(t, out)
+		})
+	}
+}
+
+// Without QUORUMLOCK_ADDRS, REDIS_ADDRS gives the servers.
+func TestFxAppRedisAddrs(t *testing.T) {
+	clearEnv(t)
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, miniredis.RunT(t).Addr())
+	}
+	out, err := runApp(t, addrs)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "servers from REDIS_ADDRS (QUORUMLOCK_ADDRS is unset)")
+	checkOutput(t, out)
+}
+
+// A bad variable stops the program before any app is built, naming it.
+func TestFxAppBadEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("QUORUMLOCK_TTL", "ten seconds")
+	out, err := runApp(t, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "QUORUMLOCK_TTL")
+	assert.Empty(t, out)
+}
+
+// A server that is down fails app.Start with the module's error.
+func TestFxAppUnreachable(t *testing.T) {
+	clearEnv(t)
+	m := miniredis.RunT(t)
+	dead := m.Addr()
+	m.Close()
+	t.Setenv("QUORUMLOCK_DRIVER", "goredis")
+	t.Setenv("QUORUMLOCK_ADDRS", strings.Join([]string{miniredis.RunT(t).Addr(), dead, miniredis.RunT(t).Addr()}, ","))
+	out, err := runApp(t, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "starting the app")
+	assert.Contains(t, err.Error(), dead)
+	assert.NotContains(t, out, "all checks passed")
+}
+
+// The same program on real redis-server processes. Skipped when
+// redis-server is missing (outside CI).
+func TestFxAppRealServers(t *testing.T) {
+	redistest.RequireServer(t)
+	clearEnv(t)
+	var addrs []string
+	for range 3 {
+		s, err := redistest.StartServer(t.Context())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		addrs = append(addrs, s.Addr())
+	}
+	t.Setenv("QUORUMLOCK_ADDRS", strings.Join(addrs, ","))
+	out, err := runApp(t, nil)
+	require.NoError(t, err, out)
+	checkOutput(t, out)
+}
+
+func TestParseAddrs(t *testing.T) {
+	assert.Empty(t, parseAddrs(""))
+	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+)
+
+// TestMain fails the package if any test leaves a goroutine behind: run must
+// close its Lockers, its clients, the proxy and its embedded servers.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// runStrategies runs the program as main does, bounded as main bounds it.
+func runStrategies(t *testing.T, addrs []string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	start := time.Now()
+	err := run(ctx, &out, addrs)
+	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a few seconds")
+	return out.String(), err
+}
+
+func checkOutput(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		"greedy (the default: every node is asked, every answer awaited):\n  sequential ",
+		"\n  parallel ",
+		"\n  failfast ",
+		"StopAtQuorum (a round ends at the third vote):\n  sequential+StopAtQuorum ",
+		"\n  parallel+StopAtQuorum ",
+		"\n  failfast+StopAtQuorum ",
+		"strategies: all checks passed",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// The default: five embedded servers, node 0 behind the slow proxy.
+func TestStrategiesEmbedded(t *testing.T) {
+	out, err := runStrategies(t, nil)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "5 embedded miniredis servers, quorum 3;\nnode 0 (")
+	assert.Contains(t, out, "delays every request by 30ms")
+	assert.Contains(t, out, "sequential\n  asks node 0 first")
+	checkOutput(t, out)
+}
+
+// REDIS_ADDRS: nothing is slowed, and the program says so.
+func TestStrategiesAddrs(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, miniredis.RunT(t).Addr())
+	}
+	out, err := runStrategies(t, addrs)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "3 Redis servers from REDIS_ADDRS")
+	assert.Contains(t, out, "quorum 2; no node is slowed")
+	checkOutput(t, out)
+}
+
+// The proxy delays what the client sends, passes replies through, and
+// leaves no goroutine behind when closed with a connection still open.
+func TestSlowProxy(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := echo.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	}()
+	p, err := newSlowProxy(echo.Addr().String(), 20*time.Millisecond)
+	require.NoError(t, err)
+
+	c, err := net.Dial("tcp", p.addr())
+	require.NoError(t, err)
+	defer c.Close()
+	start := time.Now()
+	_, err = c.Write([]byte("ping"))
+	require.NoError(t, err)
+	buf := make([]byte, 4)
+	_, err = io.ReadFull(c, buf)
+	require.NoError(t, err)
+	assert.Equal(t, "ping", string(buf))
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+
+	p.close()
+	require.NoError(t, echo.Close())
+	<-done
+}
+
+// The same program on real redis-server processes, as a user with
+// REDIS_ADDRS runs it. Skipped when redis-server is missing (outside CI).
+func TestStrategiesRealServers(t *testing.T) {
+	redistest.RequireServer(t)
+	var addrs []string
+	for range 5 {
+		s, err := redistest.StartServer(t.Context())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		addrs = append(addrs, s.Addr())
+	}
+	out, err := runStrategies(t, addrs)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "5 Redis servers from REDIS_ADDRS")
+	checkOutput(t, out)
+}
+
+func TestParseAddrs(t *testing.T) {
+	assert.Empty(t, parseAddrs(""))
+	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
+}
