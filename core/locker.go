@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -93,7 +94,11 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	l.herald = l.order[0]
 	_, watcher := nodes[l.herald].(Watcher)
 	l.wake = o.wake && watcher
-	l.queueTTL = millis(max(queueTTLFactor*o.ttl, time.Second))
+	queueTTL := o.ttl
+	if queueTTL <= math.MaxInt64/queueTTLFactor {
+		queueTTL *= queueTTLFactor
+	}
+	l.queueTTL = millis(max(queueTTL, time.Second))
 	l.ttlMillis = millis(o.ttl)
 	switch len(o.observers) {
 	case 0:

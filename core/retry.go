@@ -18,8 +18,18 @@ func JitterDelay(min, max time.Duration) RetryPolicy {
 	if max <= min {
 		return func(int) time.Duration { return min }
 	}
-	span := int64(max-min) + 1
-	return func(int) time.Duration { return min + time.Duration(rand.Int64N(span)) }
+	// In unsigned arithmetic, so that no range overflows (max-min does for
+	// JitterDelay(-1, math.MaxInt64), and the +1 for a range of 2^64-1).
+	span := uint64(max) - uint64(min) + 1
+	return func(int) time.Duration {
+		var off uint64
+		if span == 0 { // the whole int64 range
+			off = rand.Uint64()
+		} else {
+			off = rand.Uint64N(span)
+		}
+		return time.Duration(uint64(min) + off)
+	}
 }
 
 // ExponentialJitter returns a policy of "full jitter" exponential backoff: a
@@ -38,6 +48,6 @@ func ExponentialJitter(base, max time.Duration) RetryPolicy {
 		if ceiling <= 0 {
 			return 0
 		}
-		return time.Duration(rand.Int64N(int64(ceiling) + 1))
+		return time.Duration(rand.Uint64N(uint64(ceiling) + 1)) // no overflow: ceiling <= MaxInt64
 	}
 }
