@@ -1,10 +1,6 @@
 package strategies
 
-import (
-	"context"
-	"sync"
-	"sync/atomic"
-)
+import "context"
 
 // Parallel returns the strategy the Redlock specification calls multiplexing:
 // every node's attempt starts at once, so a round takes as long as its slowest
@@ -38,51 +34,9 @@ type concurrent struct {
 
 func (c concurrent) String() string { return c.name + c.suffix() }
 
-// roundState is what a round's attempts share: one allocation per round.
-// The attempts share one deadline, set when the round starts.
-type roundState struct {
-	c       concurrent
-	parent  context.Context
-	ctx     context.Context
-	cancel  context.CancelFunc
-	ended   atomic.Bool // the strategy ended the round (quorum won or lost)
-	r       Round
-	results []Result
-	won     atomic.Int32
-	lost    atomic.Int32
-	wg      sync.WaitGroup
-}
-
-func (st *roundState) end() {
-	st.ended.Store(true)
-	st.cancel()
-}
-
-func (st *roundState) attempt(i int) {
-	ctx := st.ctx
-	if ctx.Err() != nil {
-		if st.parent.Err() != nil || st.ended.Load() || st.r.Timeout <= 0 {
-			return // NotTried: the caller or the strategy ended the round
-		}
-		// Only the shared deadline passed, before this attempt even got
-		// going (a starved process): it still gets its own node timeout,
-		// as Round.Timeout promises, rather than no call at all (which
-		// would leave a release undone until the TTL).
-		actx, cancel := context.WithTimeout(st.parent, st.r.Timeout)
-		defer cancel()
-		ctx = actx
-	}
-	if st.r.Attempt(ctx, i) {
-		st.results[i] = Won
-		if st.c.stopAtQuorum && int(st.won.Add(1)) == st.r.Quorum {
-			st.end()
-		}
-		return
-	}
-	st.results[i] = Lost
-	if st.c.failFast && int(st.lost.Add(1)) == st.r.Nodes-st.r.Quorum+1 {
-		st.end()
-	}
+type vote struct {
+	node   int
+	result Result
 }
 
 func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
@@ -96,20 +50,46 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 		}
 		return
 	}
-	st := &roundState{c: c, parent: ctx, ctx: ctx, cancel: func() {}, r: r, results: results}
+	actx, cancel := ctx, context.CancelFunc(func() {})
 	if r.Timeout > 0 {
-		st.ctx, st.cancel = context.WithTimeout(ctx, r.Timeout)
+		actx, cancel = context.WithTimeout(ctx, r.Timeout)
 	} else if c.failFast || c.stopAtQuorum {
-		st.ctx, st.cancel = context.WithCancel(ctx)
+		actx, cancel = context.WithCancel(ctx)
 	}
-	defer st.cancel()
-	st.wg.Add(r.Nodes - 1)
-	for i := 1; i < r.Nodes; i++ {
-		go func() {
-			defer st.wg.Done()
-			st.attempt(i)
-		}()
+	defer cancel()
+
+	votes := make(chan vote, r.Nodes)
+	for i := 0; i < r.Nodes; i++ {
+		go func(i int) {
+			// An attempt whose round ended before it got going is not started.
+			switch {
+			case actx.Err() != nil:
+				votes <- vote{node: i, result: NotTried}
+			case r.Attempt(actx, i):
+				votes <- vote{node: i, result: Won}
+			default:
+				votes <- vote{node: i, result: Lost}
+			}
+		}(i)
 	}
-	st.attempt(0)
-	st.wg.Wait()
+	won, lost := 0, 0
+	maxLost := r.Nodes - r.Quorum
+	// Every attempt sends exactly one vote, so receiving N votes is what
+	// guarantees that none is still running when Run returns.
+	for range r.Nodes {
+		v := <-votes
+		results[v.node] = v.result
+		switch v.result {
+		case Won:
+			won++
+			if c.stopAtQuorum && won == r.Quorum {
+				cancel()
+			}
+		case Lost:
+			lost++
+			if c.failFast && lost == maxLost+1 {
+				cancel()
+			}
+		}
+	}
 }
