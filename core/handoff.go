@@ -181,7 +181,7 @@ type waiter struct {
 }
 
 // hasTicket reports whether me waits in the key's wait queue.
-func (me *waiter) hasTicket(h *hub) bool {
+func (h *hub) hasTicket(me *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return me.ticket != ""

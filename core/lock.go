@@ -25,7 +25,7 @@ type Lock struct {
 	token  int64
 	taken  time.Time     // start of the acquiring round
 	relErr releasedError // the cause once released (kept here: no allocation)
-	nodes  []NodeResult  // the acquiring round's results, for the Observer
+	nodes  []NodeResult  // the acquiring round's results, kept only for an Observer
 	tries  int           // rounds the acquisition made, for the Observer
 
 	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)

@@ -304,7 +304,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 	}
 	ticket, ok := l.hub.newTicket(w, me)
 	if !ok {
-		return me.hasTicket(l.hub), false
+		return l.hub.hasTicket(me), false
 	}
 	mode := ""
 	if force {
@@ -539,7 +539,11 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
-		return &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), nodes: results}, nil, false
+		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}
+		if l.obs != nil {
+			lock.nodes = results // kept for the Observer only
+		}
+		return lock, nil, false
 	}
 
 	// Redlock rule 5: release every node, including those whose answer was
