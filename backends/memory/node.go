@@ -342,9 +342,9 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		if len(keys) != 2 || len(args) != 3 {
 			return nil, nil, errors.New("ERR enqueue script takes 2 keys and 3 arguments")
 		}
-		ms, err := strconv.ParseInt(args[1], 10, 64)
-		if err != nil || ms <= 0 {
-			return nil, nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+		ttl, err := expireTime(args[1])
+		if err != nil {
+			return nil, nil, err
 		}
 		if e, ok := n.data[keys[0]]; args[2] != "force" && (!ok || !e.live(now)) {
 			return int64(0), nil, n.reply()
@@ -354,7 +354,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			q = entry{}
 		}
 		q.list = append(q.list, args[0])
-		q.expires = now.Add(time.Duration(ms) * time.Millisecond)
+		q.expires = now.Add(ttl)
 		n.data[keys[1]] = q
 		return int64(1), nil, n.reply()
 	case core.ScriptDequeue:
@@ -378,12 +378,12 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		if len(keys) != 1 || len(args) != 2 {
 			return nil, nil, errors.New("ERR extend script takes 1 key and 2 arguments")
 		}
-		ms, err := strconv.ParseInt(args[1], 10, 64)
-		if err != nil || ms <= 0 {
-			return nil, nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+		ttl, err := expireTime(args[1])
+		if err != nil {
+			return nil, nil, err
 		}
 		if e, ok := n.data[keys[0]]; ok && e.live(now) && e.value == args[0] {
-			e.expires = now.Add(time.Duration(ms) * time.Millisecond)
+			e.expires = now.Add(ttl)
 			n.data[keys[0]] = e
 			return int64(1), nil, n.reply()
 		}
@@ -392,9 +392,9 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		if len(keys) != 2 || len(args) != 2 {
 			return nil, nil, errors.New("ERR acquire-fenced script takes 2 keys and 2 arguments")
 		}
-		ms, err := strconv.ParseInt(args[1], 10, 64)
-		if err != nil || ms <= 0 {
-			return nil, nil, fmt.Errorf("ERR invalid expire time %q", args[1])
+		ttl, err := expireTime(args[1])
+		if err != nil {
+			return nil, nil, err
 		}
 		if e, ok := n.data[keys[0]]; ok && e.live(now) {
 			return int64(0), nil, n.reply()
@@ -403,7 +403,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		n.data[keys[0]] = entry{value: args[0], expires: now.Add(time.Duration(ms) * time.Millisecond)}
+		n.data[keys[0]] = entry{value: args[0], expires: now.Add(ttl)}
 		n.data[keys[1]] = entry{value: strconv.FormatInt(counter+1, 10)}
 		return counter + 1, nil, n.reply()
 	case core.ScriptRaiseFence:
@@ -446,6 +446,15 @@ func (n *Node) setList(key string, q entry, items []string) {
 	}
 	q.list = items
 	n.data[key] = q
+}
+
+// expireTime reads a script's expiry argument: positive milliseconds.
+func expireTime(arg string) (time.Duration, error) {
+	ms, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, fmt.Errorf("ERR invalid expire time %q", arg)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // counter reads an integer key, 0 when missing; n.mu is held.
