@@ -36,7 +36,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -45,6 +44,7 @@ import (
 	"github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
 )
 
 // key is the lock every step takes; ttl its time-to-live.
@@ -57,7 +57,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	if err := run(ctx, os.Stdout, parseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
+	if err := run(ctx, os.Stdout, demo.ParseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
 		fmt.Fprintln(os.Stderr, "drivers: FAILED:", err)
 		if errors.Is(err, core.ErrNotAcquired) {
 			fmt.Fprintf(os.Stderr, "drivers: another client holds %q on your servers; "+
@@ -70,24 +70,12 @@ func main() {
 // run is the whole demonstration. With no addrs it starts three embedded
 // servers; otherwise it uses the Redis masters at addrs.
 func run(ctx context.Context, out io.Writer, addrs []string) (err error) {
-	var embedded []*miniredis.Miniredis
-	defer func() {
-		for _, m := range embedded {
-			m.Close()
-		}
-	}()
-	where := fmt.Sprintf("%s from REDIS_ADDRS (%s)", plural(len(addrs), "Redis server"), strings.Join(addrs, ", "))
-	if len(addrs) == 0 {
-		for range 3 {
-			m, err := miniredis.Run()
-			if err != nil {
-				return fmt.Errorf("starting an embedded server: %w", err)
-			}
-			embedded = append(embedded, m)
-			addrs = append(addrs, m.Addr())
-		}
-		where = "3 embedded miniredis servers"
+	servers, err := demo.Start(addrs, 3)
+	if err != nil {
+		return err
 	}
+	defer servers.Close() // runs last: after the drivers are closed
+	addrs = servers.Addrs()
 
 	// One Locker per driver, all over the same servers. Each is closed
 	// (which releases what it still holds) before its clients.
@@ -105,7 +93,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) (err error) {
 		drivers = append(drivers, d)
 	}
 
-	fmt.Fprintf(out, "quorumlock drivers: %s, one Locker per driver, key %q\n", where, key)
+	fmt.Fprintf(out, "quorumlock drivers: %s, one Locker per driver, key %q\n", servers.Where(), key)
 
 	// 1. Each driver on its own: acquire, then release.
 	fmt.Fprintln(out, "\neach driver takes the lock and releases it:")
@@ -257,23 +245,4 @@ func newRueidis(addrs []string) (*driver, error) {
 		nodes = append(nodes, node)
 	}
 	return d.newLocker(nodes)
-}
-
-// parseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
-// ignoring blanks. An empty value means: use the embedded servers.
-func parseAddrs(env string) []string {
-	var addrs []string
-	for a := range strings.SplitSeq(env, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/examples/internal/demotest"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: run must
@@ -24,13 +22,7 @@ func TestMain(m *testing.M) {
 // runDrivers runs the program as main does, bounded as main bounds it.
 func runDrivers(t *testing.T, addrs []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	err := run(ctx, &out, addrs)
-	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a second or two")
-	return out.String(), err
+	return demotest.Run(t, run, 20*time.Second, addrs, "the example should take a second or two")
 }
 
 // checkOutput checks the lines every successful run prints.
@@ -57,7 +49,7 @@ func TestDriversEmbedded(t *testing.T) {
 
 // REDIS_ADDRS with one server: a quorum of 1 still shows the interplay.
 func TestDriversAddrs(t *testing.T) {
-	addr := miniredis.RunT(t).Addr()
+	addr := demotest.Miniredis(t, 1)[0]
 	out, err := runDrivers(t, []string{addr})
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "1 Redis server from REDIS_ADDRS ("+addr+")")
@@ -80,21 +72,8 @@ func TestDriversKeyHeldElsewhere(t *testing.T) {
 // The same program on real redis-server processes, as a user with
 // REDIS_ADDRS runs it. Skipped when redis-server is missing (outside CI).
 func TestDriversRealServers(t *testing.T) {
-	redistest.RequireServer(t)
-	var addrs []string
-	for range 3 {
-		s, err := redistest.StartServer(t.Context())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		addrs = append(addrs, s.Addr())
-	}
-	out, err := runDrivers(t, addrs)
+	out, err := runDrivers(t, demotest.RealServers(t, 3))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "3 Redis servers from REDIS_ADDRS")
 	checkOutput(t, out)
-}
-
-func TestParseAddrs(t *testing.T) {
-	assert.Empty(t, parseAddrs(""))
-	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
 }

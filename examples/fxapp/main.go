@@ -40,10 +40,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"go.uber.org/fx"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
 	"github.com/quorumlock/quorumlock/fxmodule"
 	"github.com/quorumlock/quorumlock/middleware/logging"
 )
@@ -55,7 +55,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	if err := run(ctx, os.Stdout, parseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
+	if err := run(ctx, os.Stdout, demo.ParseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
 		fmt.Fprintln(os.Stderr, "fxapp: FAILED:", err)
 		os.Exit(1)
 	}
@@ -71,19 +71,16 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	}
 	where := "QUORUMLOCK_ADDRS"
 	if len(cfg.Addrs) == 0 {
-		where = "REDIS_ADDRS (QUORUMLOCK_ADDRS is unset)"
-		if len(addrs) == 0 {
-			where = "3 embedded miniredis servers (QUORUMLOCK_ADDRS and REDIS_ADDRS are unset)"
-			for range 3 {
-				m, err := miniredis.Run()
-				if err != nil {
-					return fmt.Errorf("starting an embedded server: %w", err)
-				}
-				defer m.Close() // after the app has stopped: defers run last first
-				addrs = append(addrs, m.Addr())
-			}
+		servers, err := demo.Start(addrs, 3)
+		if err != nil {
+			return err
 		}
-		cfg.Addrs = addrs
+		defer servers.Close() // after the app has stopped: defers run last first
+		where = "REDIS_ADDRS (QUORUMLOCK_ADDRS is unset)"
+		if servers.Embedded() {
+			where = servers.Where() + " (QUORUMLOCK_ADDRS and REDIS_ADDRS are unset)"
+		}
+		cfg.Addrs = servers.Addrs()
 	}
 	driver := cfg.Driver
 	if driver == "" {
@@ -188,16 +185,4 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// parseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
-// ignoring blanks. An empty value means: use the embedded servers.
-func parseAddrs(env string) []string {
-	var addrs []string
-	for a := range strings.SplitSeq(env, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
 }

@@ -1,26 +1,24 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
+	"github.com/quorumlock/quorumlock/examples/internal/demotest"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: stopping
 // the app must close the Locker and the clients the module built, and run
 // must close its embedded servers.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{}) // a refused dial is the point of TestFxAppUnreachable
+	redis.SetLogger(demo.Quiet{}) // a refused dial is the point of TestFxAppUnreachable
 	goleak.VerifyTestMain(m)
 }
 
@@ -36,13 +34,7 @@ func clearEnv(t *testing.T) {
 // runApp runs the program as main does, bounded as main bounds it.
 func runApp(t *testing.T, addrs []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	err := run(ctx, &out, addrs)
-	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a second or two")
-	return out.String(), err
+	return demotest.Run(t, run, 30*time.Second, addrs, "the example should take a second or two")
 }
 
 func checkOutput(t *testing.T, out string) {
@@ -77,10 +69,7 @@ func TestFxAppEnv(t *testing.T) {
 	for _, driver := range []string{"goredis", "redigo", "rueidis"} {
 		t.Run(driver, func(t *testing.T) {
 			clearEnv(t)
-			var addrs []string
-			for range 3 {
-				addrs = append(addrs, miniredis.RunT(t).Addr())
-			}
+			addrs := demotest.Miniredis(t, 3)
 			t.Setenv("QUORUMLOCK_DRIVER", driver)
 			t.Setenv("QUORUMLOCK_ADDRS", strings.Join(addrs, ","))
 			t.Setenv("QUORUMLOCK_TTL", "5s")
@@ -96,11 +85,7 @@ func TestFxAppEnv(t *testing.T) {
 // Without QUORUMLOCK_ADDRS, REDIS_ADDRS gives the servers.
 func TestFxAppRedisAddrs(t *testing.T) {
 	clearEnv(t)
-	var addrs []string
-	for range 3 {
-		addrs = append(addrs, miniredis.RunT(t).Addr())
-	}
-	out, err := runApp(t, addrs)
+	out, err := runApp(t, demotest.Miniredis(t, 3))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "servers from REDIS_ADDRS (QUORUMLOCK_ADDRS is unset)")
 	checkOutput(t, out)
@@ -119,11 +104,9 @@ func TestFxAppBadEnv(t *testing.T) {
 // A server that is down fails app.Start with the module's error.
 func TestFxAppUnreachable(t *testing.T) {
 	clearEnv(t)
-	m := miniredis.RunT(t)
-	dead := m.Addr()
-	m.Close()
+	dead := demotest.DeadAddr(t)
 	t.Setenv("QUORUMLOCK_DRIVER", "goredis")
-	t.Setenv("QUORUMLOCK_ADDRS", strings.Join([]string{miniredis.RunT(t).Addr(), dead, miniredis.RunT(t).Addr()}, ","))
+	t.Setenv("QUORUMLOCK_ADDRS", strings.Join([]string{demotest.Miniredis(t, 1)[0], dead, demotest.Miniredis(t, 1)[0]}, ","))
 	out, err := runApp(t, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "starting the app")
@@ -134,26 +117,10 @@ func TestFxAppUnreachable(t *testing.T) {
 // The same program on real redis-server processes. Skipped when
 // redis-server is missing (outside CI).
 func TestFxAppRealServers(t *testing.T) {
-	redistest.RequireServer(t)
+	addrs := demotest.RealServers(t, 3)
 	clearEnv(t)
-	var addrs []string
-	for range 3 {
-		s, err := redistest.StartServer(t.Context())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		addrs = append(addrs, s.Addr())
-	}
 	t.Setenv("QUORUMLOCK_ADDRS", strings.Join(addrs, ","))
 	out, err := runApp(t, nil)
 	require.NoError(t, err, out)
 	checkOutput(t, out)
 }
-
-func TestParseAddrs(t *testing.T) {
-	assert.Empty(t, parseAddrs(""))
-	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
-}
-
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}

@@ -49,11 +49,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
 	"github.com/quorumlock/quorumlock/middleware/httplock"
 )
 
@@ -70,11 +70,11 @@ const (
 )
 
 func main() {
-	redis.SetLogger(quiet{})
+	redis.SetLogger(demo.Quiet{}) // a refused dial, for a wrong address: the program reports it itself
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	if err := run(ctx, os.Stdout, parseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
+	if err := run(ctx, os.Stdout, demo.ParseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
 		fmt.Fprintln(os.Stderr, "httpservice: FAILED:", err)
 		os.Exit(1)
 	}
@@ -127,7 +127,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	defer srv.close()
 
 	fmt.Fprintf(out, "quorumlock httpservice: %s, quorum %d of %d; serving on %s\n",
-		c.where(), locker.Quorum(), len(c.nodes), srv.url)
+		c.servers.Where(), locker.Quorum(), len(c.nodes), srv.url)
 	fmt.Fprintf(out, "%d concurrent withdrawals of %d from an account holding %d; each reads the balance, pauses, writes it\n",
 		requests, amount, startBalance)
 
@@ -412,31 +412,24 @@ func (s *server) post(ctx context.Context, path string) (int, string) {
 
 // cluster is the set of Redis nodes the lock runs on.
 type cluster struct {
-	embedded []*miniredis.Miniredis // nil when running on REDIS_ADDRS
-	addrs    []string
-	clients  []*redis.Client // one per node; the program closes them
-	nodes    []core.Node
+	servers *demo.Servers   // embedded, or those of REDIS_ADDRS
+	clients []*redis.Client // one per node; the program closes them
+	nodes   []core.Node
 }
 
 // newCluster starts the embedded servers (when addrs is empty), makes one
 // go-redis client and one node per server, and checks that each answers.
 func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
-	c := &cluster{}
+	servers, err := demo.Start(addrs, 3)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{servers: servers}
 	fail := func(err error) (*cluster, error) {
 		c.close()
 		return nil, err
 	}
-	if len(addrs) == 0 {
-		for range 3 {
-			m, err := miniredis.Run()
-			if err != nil {
-				return fail(fmt.Errorf("starting an embedded server: %w", err))
-			}
-			c.embedded = append(c.embedded, m)
-			addrs = append(addrs, m.Addr())
-		}
-	}
-	c.addrs = addrs
+	addrs = servers.Addrs()
 	for _, addr := range addrs {
 		client := redis.NewClient(goredis.ClientOptions(addr))
 		c.clients = append(c.clients, client)
@@ -457,45 +450,10 @@ func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
 	return c, nil
 }
 
-// where says which servers the demo runs on, for the header.
-func (c *cluster) where() string {
-	if c.embedded != nil {
-		return fmt.Sprintf("%d embedded miniredis servers", len(c.embedded))
-	}
-	return fmt.Sprintf("%s from REDIS_ADDRS (%s)", plural(len(c.addrs), "Redis server"), strings.Join(c.addrs, ", "))
-}
-
 // close closes every client, then every embedded server.
 func (c *cluster) close() {
 	for _, client := range c.clients {
 		_ = client.Close()
 	}
-	for _, m := range c.embedded {
-		m.Close()
-	}
+	c.servers.Close()
 }
-
-// parseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
-// ignoring blanks. An empty value means: use the embedded servers.
-func parseAddrs(env string) []string {
-	var addrs []string
-	for a := range strings.SplitSeq(env, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// quiet drops go-redis's own log lines (a refused dial, for a wrong
-// address); the program reports such errors itself.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}

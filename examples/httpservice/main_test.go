@@ -1,40 +1,32 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
+	"github.com/quorumlock/quorumlock/examples/internal/demotest"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: run must
 // shut its HTTP server down, close its client's connections, its Locker,
 // its Redis clients and its embedded servers.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	redis.SetLogger(demo.Quiet{})
 	goleak.VerifyTestMain(m)
 }
 
 // runService runs the program as main does, bounded as main bounds it.
 func runService(t *testing.T, addrs []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	err := run(ctx, &out, addrs)
-	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a second or two")
-	return out.String(), err
+	return demotest.Run(t, run, 20*time.Second, addrs, "the example should take a second or two")
 }
 
 var noWaitLine = regexp.MustCompile(`(\d+) x 200 OK, (\d+) x 423 Locked \(Retry-After: 2\); the 19 answered within \d+ms\n`)
@@ -77,7 +69,7 @@ func TestHTTPServiceEmbedded(t *testing.T) {
 
 // REDIS_ADDRS with a single server: a quorum of one.
 func TestHTTPServiceAddrs(t *testing.T) {
-	addr := miniredis.RunT(t).Addr()
+	addr := demotest.Miniredis(t, 1)[0]
 	out, err := runService(t, []string{addr})
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "1 Redis server from REDIS_ADDRS ("+addr+"), quorum 1 of 1")
@@ -86,9 +78,7 @@ func TestHTTPServiceAddrs(t *testing.T) {
 
 // A wrong address fails at once with a plain message.
 func TestHTTPServiceUnreachable(t *testing.T) {
-	m := miniredis.RunT(t)
-	dead := m.Addr()
-	m.Close()
+	dead := demotest.DeadAddr(t)
 	out, err := runService(t, []string{dead})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no answer to PING from the Redis server at "+dead)
@@ -98,21 +88,8 @@ func TestHTTPServiceUnreachable(t *testing.T) {
 // The same program on real redis-server processes, as a user with
 // REDIS_ADDRS runs it. Skipped when redis-server is missing (outside CI).
 func TestHTTPServiceRealServers(t *testing.T) {
-	redistest.RequireServer(t)
-	var addrs []string
-	for range 3 {
-		s, err := redistest.StartServer(t.Context())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		addrs = append(addrs, s.Addr())
-	}
-	out, err := runService(t, addrs)
+	out, err := runService(t, demotest.RealServers(t, 3))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "3 Redis servers from REDIS_ADDRS")
 	checkOutput(t, out)
-}
-
-func TestParseAddrs(t *testing.T) {
-	assert.Empty(t, parseAddrs(""))
-	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
 }

@@ -29,11 +29,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
 )
 
 // The key every step locks, the locks' time-to-live, and how the workers
@@ -46,11 +46,11 @@ const (
 )
 
 func main() {
-	redis.SetLogger(quiet{})
+	redis.SetLogger(demo.Quiet{}) // nodes go down on purpose; the program reports each node's error itself
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	err := run(ctx, os.Stdout, parseAddrs(os.Getenv("REDIS_ADDRS")))
+	err := run(ctx, os.Stdout, demo.ParseAddrs(os.Getenv("REDIS_ADDRS")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart: FAILED:", err)
 		if errors.Is(err, core.ErrNotAcquired) {
@@ -81,7 +81,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	defer locker.Close() // runs before c.close: the Locker goes first
 
 	n, q := len(c.nodes), locker.Quorum()
-	fmt.Fprintf(out, "quorumlock quickstart: %s, TTL %v, quorum %d of %d\n", c.where(), locker.TTL(), q, n)
+	fmt.Fprintf(out, "quorumlock quickstart: %s, TTL %v, quorum %d of %d\n", c.servers.Where(), locker.TTL(), q, n)
 
 	// 1. Mutual exclusion: workers take turns on one key.
 	fmt.Fprintf(out, "\n%d workers contend for %q:\n", workers, key)
@@ -109,7 +109,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 		return fmt.Errorf("release with %d of %d nodes down: %w", spare, n, err)
 	}
 	fmt.Fprintf(out, "  acquired %q on the %s still up (validity %v), then released it\n",
-		key, plural(n-spare, "node"), validity)
+		key, demo.Plural(n-spare, "node"), validity)
 
 	// 3. One more down and no quorum is possible: an outage, said as such.
 	downed = []string{c.down(spare)}
@@ -189,31 +189,24 @@ func printNodes(w io.Writer, qe *core.QuorumError) {
 
 // cluster is the set of nodes the demo runs on, and a way to take one down.
 type cluster struct {
-	embedded []*miniredis.Miniredis // nil when running on REDIS_ADDRS
-	addrs    []string
-	clients  []*redis.Client // one per node; the program closes them
-	nodes    []core.Node
+	servers *demo.Servers   // embedded, or those of REDIS_ADDRS
+	clients []*redis.Client // one per node; the program closes them
+	nodes   []core.Node
 }
 
 // newCluster starts the embedded servers (when addrs is empty), makes one
 // go-redis client and one node per server, and checks that each answers.
 func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
-	c := &cluster{}
+	servers, err := demo.Start(addrs, 5)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{servers: servers}
 	fail := func(err error) (*cluster, error) {
 		c.close() // whatever was started so far
 		return nil, err
 	}
-	if len(addrs) == 0 {
-		for range 5 {
-			m, err := miniredis.Run()
-			if err != nil {
-				return fail(fmt.Errorf("starting an embedded server: %w", err))
-			}
-			c.embedded = append(c.embedded, m)
-			addrs = append(addrs, m.Addr())
-		}
-	}
-	c.addrs = addrs
+	addrs = servers.Addrs()
 	for _, addr := range addrs {
 		// ClientOptions sets ContextTimeoutEnabled, which goredis.New
 		// requires, and turns off go-redis's own retries.
@@ -238,29 +231,21 @@ func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
 	return c, nil
 }
 
-// where says which servers the demo runs on, for the header.
-func (c *cluster) where() string {
-	if c.embedded != nil {
-		return fmt.Sprintf("%d embedded miniredis servers", len(c.embedded))
-	}
-	return fmt.Sprintf("%s from REDIS_ADDRS (%s)", plural(len(c.addrs), "Redis server"), strings.Join(c.addrs, ", "))
-}
-
 // down takes node i down and returns its address.
 func (c *cluster) down(i int) string {
-	if c.embedded != nil {
-		c.embedded[i].Close() // the server stops: connections are refused
+	if c.servers.Embedded() {
+		c.servers.Stop(i) // the server stops: connections are refused
 	} else {
 		_ = c.clients[i].Close() // we cannot stop your server: cut our own link
 	}
-	return c.addrs[i]
+	return c.servers.Addrs()[i]
 }
 
 // how says how the nodes at addrs were taken down, for a section header.
 func (c *cluster) how(addrs []string) string {
 	list := strings.Join(addrs, ", ")
 	switch {
-	case c.embedded != nil:
+	case c.servers.Embedded():
 		return " (stopped " + list + ")"
 	case len(addrs) == 1:
 		return " (closed our connection to " + list + "; the server keeps running)"
@@ -275,32 +260,5 @@ func (c *cluster) close() {
 	for _, client := range c.clients {
 		_ = client.Close()
 	}
-	for _, m := range c.embedded {
-		m.Close()
-	}
+	c.servers.Close()
 }
-
-// parseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
-// ignoring blanks. An empty value means: use the embedded servers.
-func parseAddrs(env string) []string {
-	var addrs []string
-	for a := range strings.SplitSeq(env, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// quiet drops go-redis's own log lines about nodes taken down on purpose;
-// the program reports each node's error itself.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}

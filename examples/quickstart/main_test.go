@@ -1,39 +1,31 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
+	"github.com/quorumlock/quorumlock/examples/internal/demotest"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: run must
 // close its Locker, its clients and its embedded servers.
 func TestMain(m *testing.M) {
-	redis.SetLogger(quiet{})
+	redis.SetLogger(demo.Quiet{})
 	goleak.VerifyTestMain(m)
 }
 
 // runQuickstart runs the program as main does, bounded as main bounds it.
 func runQuickstart(t *testing.T, addrs []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	err := run(ctx, &out, addrs)
-	assert.Less(t, time.Since(start), 10*time.Second, "the quickstart should take a second or two")
-	return out.String(), err
+	return demotest.Run(t, run, 20*time.Second, addrs, "the quickstart should take a second or two")
 }
 
 // The README's first command must work on a machine with nothing set up.
@@ -74,10 +66,7 @@ func TestQuickstartAddrs(t *testing.T) {
 		{5, 3, 2},
 	} {
 		t.Run(fmt.Sprintf("%d servers", tc.n), func(t *testing.T) {
-			var addrs []string
-			for range tc.n {
-				addrs = append(addrs, miniredis.RunT(t).Addr())
-			}
+			addrs := demotest.Miniredis(t, tc.n)
 			out, err := runQuickstart(t, addrs)
 			require.NoError(t, err, out)
 			assert.Contains(t, out, fmt.Sprintf("from REDIS_ADDRS (%s), TTL 10s, quorum %d of %d", strings.Join(addrs, ", "), tc.quorum, tc.n))
@@ -92,34 +81,17 @@ func TestQuickstartAddrs(t *testing.T) {
 // A wrong address fails at once with a plain message, not with a lock error
 // after many retries.
 func TestQuickstartUnreachable(t *testing.T) {
-	m := miniredis.RunT(t)
-	dead := m.Addr()
-	m.Close()
-
-	out, err := runQuickstart(t, []string{miniredis.RunT(t).Addr(), dead})
+	dead := demotest.DeadAddr(t)
+	out, err := runQuickstart(t, []string{demotest.Miniredis(t, 1)[0], dead})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no answer to PING from the Redis server at "+dead)
 	assert.NotContains(t, out, "all checks passed")
 }
 
-func TestParseAddrs(t *testing.T) {
-	assert.Empty(t, parseAddrs(""))
-	assert.Empty(t, parseAddrs(" , "))
-	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
-}
-
 // The same program on real redis-server processes, as a user with
 // REDIS_ADDRS runs it. Skipped when redis-server is missing (outside CI).
 func TestQuickstartRealServers(t *testing.T) {
-	redistest.RequireServer(t)
-	var addrs []string
-	for range 5 {
-		s, err := redistest.StartServer(t.Context())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		addrs = append(addrs, s.Addr())
-	}
-	out, err := runQuickstart(t, addrs)
+	out, err := runQuickstart(t, demotest.RealServers(t, 5))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "5 Redis servers from REDIS_ADDRS")
 	assert.Contains(t, out, "2 of 5 nodes down (closed our connections to")

@@ -44,15 +44,14 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/examples/internal/demo"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -69,7 +68,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	if err := run(ctx, os.Stdout, parseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
+	if err := run(ctx, os.Stdout, demo.ParseAddrs(os.Getenv("REDIS_ADDRS"))); err != nil {
 		fmt.Fprintln(os.Stderr, "strategies: FAILED:", err)
 		os.Exit(1)
 	}
@@ -217,37 +216,33 @@ func strategyName(name string, opts []strategies.Option) string {
 
 // cluster is the set of Redis nodes, node 0 possibly behind the slow proxy.
 type cluster struct {
-	embedded []*miniredis.Miniredis // nil when running on REDIS_ADDRS
-	addrs    []string               // the servers' addresses
-	slow     *slowProxy             // in front of node 0, embedded mode only
-	clients  []rueidis.Client       // one per node, node 0's through the proxy
+	servers *demo.Servers    // embedded, or those of REDIS_ADDRS
+	addrs   []string         // the servers' addresses
+	slow    *slowProxy       // in front of node 0, embedded mode only
+	clients []rueidis.Client // one per node, node 0's through the proxy
 }
 
 // newCluster starts the embedded servers and the proxy (when addrs is
 // empty), makes one rueidis client per server, and checks that each
 // answers.
 func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
-	c := &cluster{}
+	servers, err := demo.Start(addrs, 5)
+	if err != nil {
+		return nil, err
+	}
+	addrs = servers.Addrs()
+	c := &cluster{servers: servers, addrs: addrs}
 	fail := func(err error) (*cluster, error) {
 		c.close()
 		return nil, err
 	}
-	if len(addrs) == 0 {
-		for range 5 {
-			m, err := miniredis.Run()
-			if err != nil {
-				return fail(fmt.Errorf("starting an embedded server: %w", err))
-			}
-			c.embedded = append(c.embedded, m)
-			addrs = append(addrs, m.Addr())
-		}
+	if servers.Embedded() {
 		p, err := newSlowProxy(addrs[0], delay)
 		if err != nil {
 			return fail(err)
 		}
 		c.slow = p
 	}
-	c.addrs = addrs
 	for i, addr := range addrs {
 		dial := addr
 		if i == 0 && c.slow != nil {
@@ -292,12 +287,11 @@ func (c *cluster) newNodes() ([]core.Node, error) {
 
 // where says which servers the demo runs on, for the header.
 func (c *cluster) where() string {
-	if c.embedded != nil {
-		return fmt.Sprintf("%d embedded miniredis servers, quorum %d;\nnode 0 (%s) is reached through a proxy that delays every request by %v",
-			len(c.embedded), len(c.addrs)/2+1, c.addrs[0], delay)
+	if c.servers.Embedded() {
+		return fmt.Sprintf("%s, quorum %d;\nnode 0 (%s) is reached through a proxy that delays every request by %v",
+			c.servers.Where(), len(c.addrs)/2+1, c.addrs[0], delay)
 	}
-	return fmt.Sprintf("%s from REDIS_ADDRS (%s), quorum %d; no node is slowed",
-		plural(len(c.addrs), "Redis server"), strings.Join(c.addrs, ", "), len(c.addrs)/2+1)
+	return fmt.Sprintf("%s, quorum %d; no node is slowed", c.servers.Where(), len(c.addrs)/2+1)
 }
 
 // close closes every client, the proxy, then every embedded server.
@@ -308,9 +302,7 @@ func (c *cluster) close() {
 	if c.slow != nil {
 		c.slow.close()
 	}
-	for _, m := range c.embedded {
-		m.Close()
-	}
+	c.servers.Close()
 }
 
 // slowProxy is a loopback TCP proxy to one server that holds every chunk
@@ -417,23 +409,4 @@ func (p *slowProxy) close() {
 	p.mu.Unlock()
 	p.ln.Close()
 	p.wg.Wait()
-}
-
-// parseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
-// ignoring blanks. An empty value means: use the embedded servers.
-func parseAddrs(env string) []string {
-	var addrs []string
-	for a := range strings.SplitSeq(env, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	return addrs
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,19 +1,16 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"io"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/examples/internal/demotest"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: run must
@@ -25,13 +22,7 @@ func TestMain(m *testing.M) {
 // runStrategies runs the program as main does, bounded as main bounds it.
 func runStrategies(t *testing.T, addrs []string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	err := run(ctx, &out, addrs)
-	assert.Less(t, time.Since(start), 10*time.Second, "the example should take a few seconds")
-	return out.String(), err
+	return demotest.Run(t, run, 30*time.Second, addrs, "the example should take a few seconds")
 }
 
 func checkOutput(t *testing.T, out string) {
@@ -61,11 +52,7 @@ func TestStrategiesEmbedded(t *testing.T) {
 
 // REDIS_ADDRS: nothing is slowed, and the program says so.
 func TestStrategiesAddrs(t *testing.T) {
-	var addrs []string
-	for range 3 {
-		addrs = append(addrs, miniredis.RunT(t).Addr())
-	}
-	out, err := runStrategies(t, addrs)
+	out, err := runStrategies(t, demotest.Miniredis(t, 3))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "3 Redis servers from REDIS_ADDRS")
 	assert.Contains(t, out, "quorum 2; no node is slowed")
@@ -110,21 +97,8 @@ func TestSlowProxy(t *testing.T) {
 // The same program on real redis-server processes, as a user with
 // REDIS_ADDRS runs it. Skipped when redis-server is missing (outside CI).
 func TestStrategiesRealServers(t *testing.T) {
-	redistest.RequireServer(t)
-	var addrs []string
-	for range 5 {
-		s, err := redistest.StartServer(t.Context())
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		addrs = append(addrs, s.Addr())
-	}
-	out, err := runStrategies(t, addrs)
+	out, err := runStrategies(t, demotest.RealServers(t, 5))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "5 Redis servers from REDIS_ADDRS")
 	checkOutput(t, out)
-}
-
-func TestParseAddrs(t *testing.T) {
-	assert.Empty(t, parseAddrs(""))
-	assert.Equal(t, []string{"a:1", "b:2"}, parseAddrs(" a:1, ,b:2,"))
 }
