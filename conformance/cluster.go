@@ -306,3 +306,10 @@ func returnsWithinLock(t *testing.T, fn func() (*core.Lock, error)) (*core.Lock,
 	})
 	return lock, err
 }
+
+// Sharded forwards core.Sharded, so that the restart guard sees the node
+// it wraps as it is.
+func (r *slotRecorder) Sharded() bool {
+	s, ok := r.Node.(core.Sharded)
+	return ok && s.Sharded()
+}

@@ -253,7 +253,7 @@ func wakeOnRelease(t *testing.T, h Harness) {
 	// With release notices the waiter makes a second round as soon as it
 	// has subscribed, then waits; a release after that round has begun is
 	// seen. Without, it waits after its first round.
-	require.Eventually(t, func() bool { return counts[0].SetNX.Load() >= rounds }, 10*time.Second, 2*time.Millisecond,
+	require.Eventually(t, func() bool { return counts[0].Acquires.Load() >= rounds }, 10*time.Second, 2*time.Millisecond,
 		"the waiter tries and loses")
 	select {
 	case r := <-done:

@@ -277,7 +277,7 @@ func releaseTakenOver(t *testing.T, h Harness, n int, s Strategy) {
 	require.NoError(t, lock.Release(ctx), "a second release is a no-op")
 }
 
-// cancelAfterSet is a node whose SetNX cancels the caller's context once it
+// cancelAfterSet is a node whose SetNX (or acquisition script) cancels the caller's context once it
 // has answered: a cancellation that arrives mid-round, deterministically.
 type cancelAfterSet struct {
 	core.Node
@@ -288,6 +288,22 @@ func (c cancelAfterSet) SetNX(ctx context.Context, key, value string, ttl time.D
 	ok, err := c.Node.SetNX(ctx, key, value, ttl)
 	c.cancel()
 	return ok, err
+}
+
+func (c cancelAfterSet) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	reply, err := c.Node.EvalSHA(ctx, sha, keys, args)
+	if sha == core.ScriptAcquireGuarded.SHA() || sha == core.ScriptAcquireFenced.SHA() {
+		c.cancel()
+	}
+	return reply, err
+}
+
+func (c cancelAfterSet) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	reply, err := c.Node.Eval(ctx, script, keys, args)
+	if script == core.ScriptAcquireGuarded.Source() || script == core.ScriptAcquireFenced.Source() {
+		c.cancel()
+	}
+	return reply, err
 }
 
 func cancelledAcquisition(t *testing.T, h Harness, n int, s Strategy) {
@@ -404,4 +420,11 @@ func restartedNode(t *testing.T, h Harness, n int, s Strategy) {
 	require.NoError(t, lock.Extend(ctx))
 	require.NoError(t, lock.Release(ctx))
 	assert.Equal(t, repeat("", n), valuesOf(t, servers, lock.Key()))
+}
+
+// Sharded forwards core.Sharded, so that the restart guard sees the node
+// it wraps as it is.
+func (c cancelAfterSet) Sharded() bool {
+	s, ok := c.Node.(core.Sharded)
+	return ok && s.Sharded()
 }

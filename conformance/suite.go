@@ -93,6 +93,9 @@ func WithLeakGrace(d time.Duration) RunOption {
 //   - Lifecycle: keep-alive, the notice of a lock's end (Done, Err,
 //     Context, Do) on outages, deleted keys and release, and the wake of a
 //     waiter on release;
+//   - RestartGuard: the restart guard's script on the server's clock, and
+//     a Locker over servers restarted empty, with their data, and adopted
+//     (for sharded nodes: that the guard leaves them out);
 //   - Fencing: tokens strictly increasing across many Lockers while
 //     servers restart with their data, and per key over clusters;
 //   - Cluster: when the harness's servers are Redis Clusters
@@ -110,6 +113,10 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 	t.Run("NodeContract", func(t *testing.T) {
 		t.Parallel()
 		runNodeContract(t, h)
+	})
+	t.Run("RestartGuard", func(t *testing.T) {
+		t.Parallel()
+		runRestartGuard(t, h)
 	})
 	if _, ok := h.Shared(t, 1).(ClusterServers); ok {
 		t.Run("Cluster", func(t *testing.T) {

@@ -54,3 +54,13 @@ type Watcher interface {
 	// or the driver's error; core then polls.
 	Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error)
 }
+
+// Sharded is an optional Node capability: a node that spreads its keys over
+// several servers (a Redis Cluster, a go-redis Ring) says so by returning
+// true. The restart guard (WithRestartGuard) leaves such a node out, since
+// one birth key cannot speak for every shard, and a script may touch only
+// keys of one slot. A node without this method is one server, so a
+// wrapper around a node (for metrics, tests) must forward this method.
+type Sharded interface {
+	Sharded() bool
+}

@@ -43,7 +43,30 @@ var (
 	// ErrNodeTimeout: a node did not answer within the node timeout. It is
 	// found inside a QuorumError's node outcomes.
 	ErrNodeTimeout = errors.New("quorumlock: node timeout")
+	// ErrNodeRestarted: under the restart guard (WithRestartGuard), a node
+	// did not vote because it started, empty, less than the guard's max
+	// TTL ago. It is found inside a QuorumError's node outcomes, as a
+	// *RestartGuardError.
+	ErrNodeRestarted = errors.New("quorumlock: node restarted recently")
 )
+
+// RestartGuardError is a node outcome's error when the restart guard did
+// not let the node vote: the node has been up for Age, by its own clock,
+// since it started empty or lost its birth key, and it votes from MinAge
+// (the guard's max TTL plus the drift allowance). It matches
+// ErrNodeRestarted.
+type RestartGuardError struct {
+	Age    time.Duration
+	MinAge time.Duration
+}
+
+func (e *RestartGuardError) Error() string {
+	return "quorumlock: node restarted recently (restart guard): up " + e.Age.String() +
+		", it votes from " + e.MinAge.String() + " (Locker.Adopt adopts a node known to hold no lock)"
+}
+
+// Unwrap returns ErrNodeRestarted.
+func (e *RestartGuardError) Unwrap() error { return ErrNodeRestarted }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)

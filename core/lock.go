@@ -121,9 +121,13 @@ func (k *Lock) Validity() time.Duration {
 // The guarantee assumes that no node loses its counter: a node restarted
 // without persistence, or whose data was flushed, forgets it. It holds as
 // long as, of the nodes raised for an acquisition, at least one keeps its
-// counter and takes part in the next quorum; with persistence (AOF, or
-// RDB snapshots taken after the counter changed) on every node, or at most
-// N - quorum nodes losing data between two acquisitions, it always holds.
+// counter and takes part in the next quorum. With persistence that keeps
+// every write (AOF with appendfsync always) on every node it always holds;
+// otherwise a single node restarted empty can make a later token lower,
+// when the next quorum meets no other raised node (five nodes: A, B and C
+// raised, A restarted, then A, D and E grant). The restart guard
+// (WithRestartGuard) keeps such a node from voting for a max TTL, which
+// protects mutual exclusion, but cannot give back its counters.
 // It also assumes that no one else writes the counter keys.
 func (k *Lock) Token() int64 {
 	if k == nil {

@@ -33,6 +33,10 @@ type Locker struct {
 	queueTTL  string // expiry of a wait queue, in milliseconds
 	ttlMillis string // the TTL in milliseconds, for scripts
 
+	guarded     []bool        // per node: the restart guard applies
+	guardMin    time.Duration // the age from which a guarded node votes
+	guardMillis string        // guardMin in milliseconds, for scripts
+
 	yieldN  atomic.Int32 // len(yields), read without yieldMu
 	yieldMu sync.Mutex
 	yields  map[string]time.Time // keys this Locker handed to a waiter, until when it yields
@@ -108,7 +112,86 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		l.obs = observers(slices.Clone(o.observers))
 	}
 	l.yields = make(map[string]time.Time)
+	if o.guard > 0 {
+		l.guarded = make([]bool, len(nodes))
+		watched := false
+		for i, n := range nodes {
+			s, ok := n.(Sharded)
+			l.guarded[i] = !ok || !s.Sharded()
+			watched = watched || l.guarded[i]
+		}
+		if !watched && o.guardSet {
+			return nil, invalid("the restart guard (WithRestartGuard) cannot watch any of these nodes: all are sharded (Redis Cluster or Ring); use WithoutRestartGuard")
+		}
+		if !watched {
+			l.guarded = nil
+		}
+		l.guardMin = (o.guard + time.Duration(float64(o.guard)*o.driftFactor) + DriftAllowance).Truncate(time.Millisecond)
+		l.guardMillis = millis(l.guardMin)
+	}
 	return l, nil
+}
+
+// RestartGuard returns the age from which a node votes under the restart
+// guard (its max TTL plus the drift allowance), or 0 when the guard is off.
+func (l *Locker) RestartGuard() time.Duration {
+	if l.guarded == nil {
+		return 0
+	}
+	return l.guardMin
+}
+
+// Adopt tells the restart guard that the named nodes (all the nodes it
+// watches when no name is given) hold no lock, so that they vote at once:
+// it sets their birth key (BirthKey) to 0. Use it on a first deployment,
+// or for a node brought back after more than the guard's max TTL down,
+// never for a node that may have restarted while locks were held on it:
+// that is the case the guard exists for. Nodes the guard does not watch
+// (sharded ones, or all when it is off) are left alone.
+//
+// Each node's call is bounded by ctx and the node timeout. The error names
+// every node that failed (the others are adopted), and an unknown name is
+// an ErrInvalidArgument.
+func (l *Locker) Adopt(ctx context.Context, nodes ...string) error {
+	if ctx == nil {
+		return invalid("context is nil")
+	}
+	if !l.enter() {
+		return fmt.Errorf("quorumlock: adopt: %w", ErrClosed)
+	}
+	defer l.inflight.Done()
+	pick := make([]bool, len(l.nodes))
+	if len(nodes) == 0 {
+		for i := range pick {
+			pick[i] = true
+		}
+	}
+	for _, name := range nodes {
+		i := slices.Index(l.names, name)
+		if i < 0 {
+			return invalid("adopt: no node is named %q", name)
+		}
+		pick[i] = true
+	}
+	errs := make([]error, len(l.nodes))
+	var wg sync.WaitGroup
+	for i := range l.nodes {
+		if !pick[i] || l.guarded == nil || !l.guarded[i] {
+			continue
+		}
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+			defer cancel()
+			if _, err := l.eval(cctx, i, ScriptAdopt, []string{BirthKey}, nil); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", l.names[i], err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("quorumlock: adopt: %w", err)
+	}
+	return nil
 }
 
 // TTL returns the lock time-to-live on the nodes.
@@ -168,6 +251,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	defer l.inflight.Done()
 
 	rkey := l.o.keyPrefix + key
+	if rkey == BirthKey {
+		return nil, invalid("key %q is reserved for the restart guard (BirthKey)", rkey)
+	}
 	var fence string
 	if l.o.fencing {
 		var ok bool
@@ -498,11 +584,12 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	start := l.o.clock.Now()
 	var call nodeCall
 	var counters []int64
-	if fence == "" {
+	switch {
+	case fence == "" && l.guarded == nil:
 		call = func(ctx context.Context, i int) (bool, error) {
 			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 		}
-	} else {
+	case l.guarded == nil:
 		counters = make([]int64, len(l.nodes))
 		kv := []string{rkey, fence, value, l.ttlMillis}
 		keys, args := kv[:2:2], kv[2:]
@@ -518,6 +605,8 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 			counters[i] = c
 			return c > 0, nil
 		}
+	default:
+		call = l.guardedCall(rkey, fence, value, &counters)
 	}
 
 	var results []NodeResult
@@ -574,6 +663,46 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 		qe.Reason = ErrNotAcquired
 	}
 	return nil, qe, handed
+}
+
+// guardedCall is the acquisition under the restart guard: on guarded
+// nodes ScriptAcquireGuarded, whose negative answer is a young node's age;
+// on the others (sharded nodes) what the unguarded Locker sends. With
+// fencing, it fills *counters.
+func (l *Locker) guardedCall(rkey, fence, value string, counters *[]int64) nodeCall {
+	var gkeys, fkeys []string
+	if fence == "" {
+		gkeys = []string{rkey, BirthKey}
+	} else {
+		*counters = make([]int64, len(l.nodes))
+		gkeys = []string{rkey, BirthKey, fence}
+		fkeys = []string{rkey, fence}
+	}
+	gargs := []string{value, l.ttlMillis, l.guardMillis}
+	cs := *counters
+	return func(ctx context.Context, i int) (bool, error) {
+		s, keys, args := ScriptAcquireGuarded, gkeys, gargs
+		if !l.guarded[i] {
+			if fence == "" {
+				return l.nodes[i].SetNX(ctx, rkey, value, l.o.ttl)
+			}
+			s, keys, args = ScriptAcquireFenced, fkeys, gargs[:2]
+		}
+		reply, err := l.eval(ctx, i, s, keys, args)
+		if err != nil {
+			return false, err
+		}
+		c, ok := reply.(int64)
+		switch {
+		case !ok && reply != nil:
+			return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.name)
+		case c < 0:
+			return false, &RestartGuardError{Age: time.Duration(-1-c) * time.Millisecond, MinAge: l.guardMin}
+		case cs != nil:
+			cs[i] = c
+		}
+		return c > 0, nil
+	}
 }
 
 // notTried is the error of an operation that did not get to ask any node.

@@ -316,7 +316,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, core.ErrNotAcquired)
 	assert.Contains(t, err.Error(), "shutting down")
-	assert.Zero(t, nodes[0].Calls().SetNX, "no node is asked once the context has ended")
+	assert.Zero(t, nodes[0].Calls().Acquires, "no node is asked once the context has ended")
 
 	lock, err := l.TryAcquire(t.Context(), "k")
 	require.NoError(t, err)

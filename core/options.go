@@ -45,6 +45,10 @@ const (
 	DefaultKeepAliveDivisor = 3
 )
 
+// maxGuard bounds the restart guard's max TTL: ages are milliseconds in a
+// Lua number (a double), exact far beyond this.
+const maxGuard = 100 * 365 * 24 * time.Hour
+
 // Option configures a Locker. Options are applied in order by New, which
 // then validates the result as a whole.
 type Option interface {
@@ -72,6 +76,8 @@ type options struct {
 	fencing        bool
 	wake           bool
 	observers      []Observer
+	guard          time.Duration // restart guard's max TTL; 0: off
+	guardSet       bool          // false: the default (on, max TTL = TTL, for N >= 3)
 }
 
 func defaultOptions() options {
@@ -247,6 +253,53 @@ func WithWakeOnRelease(on bool) Option {
 }
 
 // drift is the time set aside for clock drift for one TTL.
+// WithRestartGuard turns the restart guard on, with maxTTL the longest
+// TTL that any Locker uses on these servers.
+//
+// The guard closes the hole the Redlock specification leaves to operators:
+// a node that restarts without persistence forgets the locks it held, and
+// could grant one of them to a second owner while the first still holds
+// it (the specification's answer is to keep a restarted node down for a
+// max TTL). Under the guard, every independent node keeps a birth key
+// (BirthKey), written with the server's TIME the first time it is needed
+// and never expiring, which such a restart loses. The acquisition script
+// reads it, and a node younger than maxTTL (plus the drift allowance)
+// sets nothing and does not vote: its outcome is OutcomeFailed with an
+// error matching ErrNodeRestarted. By then every lock it could have
+// forgotten has expired, on it and everywhere else. A restart with
+// persistence that keeps the birth key (AOF) is no restart to the guard.
+//
+// A fresh server is young too: a new deployment cannot lock for its first
+// maxTTL unless its nodes are adopted (Locker.Adopt, or SET
+// quorumlock:birth 0 by hand), which an operator may do only for nodes
+// known to hold no lock (a first start, or after a max TTL down).
+//
+// The guard does not apply to sharded nodes (Sharded: a Redis Cluster or a
+// go-redis Ring), where one birth key cannot speak for every shard;
+// cluster masters fail over to replicas rather than restart empty, which is
+// the replication hazard that WAIT-based acknowledgement addresses.
+//
+// maxTTL must be at least the TTL. Every Locker of a deployment should use
+// the guard with the same maxTTL: a Locker without it may set keys on a
+// young node, and a guarded Locker would then count that node's refusal
+// like any other.
+//
+// Default: on with maxTTL = the TTL when the Locker has three nodes or
+// more, off for one or two nodes (with two, one restart already leaves no
+// quorum; with one, there is no quorum to protect). See also
+// WithoutRestartGuard.
+func WithRestartGuard(maxTTL time.Duration) Option {
+	return optionFunc{func(o *options) { o.guard, o.guardSet = maxTTL, true }, "WithRestartGuard(" + maxTTL.String() + ")"}
+}
+
+// WithoutRestartGuard turns the restart guard off: acquisition is a plain
+// SET NX PX, and a node that restarted without persistence counts at once,
+// as in the Redlock specification, which then asks operators to keep such
+// a node down for a max TTL. See WithRestartGuard.
+func WithoutRestartGuard() Option {
+	return optionFunc{func(o *options) { o.guard, o.guardSet = 0, true }, "WithoutRestartGuard()"}
+}
+
 func (o *options) drift() time.Duration {
 	return time.Duration(float64(o.ttl)*o.driftFactor) + DriftAllowance
 }
@@ -307,11 +360,23 @@ func (o *options) validate(n int) error {
 	if o.maxHold < 0 {
 		return invalid("maximum hold time %v must not be negative (WithMaxHold)", o.maxHold)
 	}
+	switch {
+	case !o.guardSet && n >= 3:
+		o.guard = o.ttl
+	case !o.guardSet:
+		o.guard = 0
+	case o.guard < 0:
+		return invalid("restart guard max TTL %v must be positive (WithRestartGuard; WithoutRestartGuard turns it off)", o.guard)
+	case o.guard > 0 && o.guard < o.ttl:
+		return invalid("restart guard max TTL %v is shorter than the TTL %v: a restarted node would count again while locks it forgot still live elsewhere (WithRestartGuard)", o.guard, o.ttl)
+	case o.guard > 0 && o.guard > maxGuard:
+		return invalid("restart guard max TTL %v is longer than %v (WithRestartGuard)", o.guard, maxGuard)
+	}
 	return nil
 }
 
 // String summarises the effective configuration.
 func (o *options) String() string {
-	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v keep-alive=%v fencing=%t wake=%t",
-		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout, o.keepAlive, o.fencing, o.wake)
+	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v keep-alive=%v fencing=%t wake=%t restart-guard=%v",
+		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout, o.keepAlive, o.fencing, o.wake, o.guard)
 }

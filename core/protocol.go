@@ -32,6 +32,11 @@ import (
 // second step raises the counter to the token on the nodes
 // (ScriptRaiseFence); see Lock.Token.
 //
+// With the restart guard on (WithRestartGuard, the default for three nodes
+// or more), acquisition is a script that also reads the node's age from its
+// birth key (ScriptAcquireGuarded), and a node that restarted too recently
+// to have forgotten only expired locks sets nothing and does not vote.
+//
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT, so a node
 // that restarted or ran SCRIPT FLUSH keeps working; a node that has not yet
 // seen a script from this Locker gets EVAL straight away.
@@ -120,11 +125,61 @@ return 1`)
 	// ScriptDequeue removes the waiter ticket ARGV[1] from the wait queue
 	// KEYS[1] and returns how many entries it removed.
 	ScriptDequeue = newScript(1<<5, "dequeue", `return redis.call("lrem", KEYS[1], 0, ARGV[1])`)
+
+	// ScriptAcquireGuarded is the acquisition under the restart guard (see
+	// WithRestartGuard). KEYS[2] is the node's birth key (BirthKey): the
+	// server's TIME in milliseconds when the key was first needed, never
+	// expiring, so that a restart without persistence loses it. The script
+	// reads the server's TIME, writes the birth key if it is missing, and
+	// computes the node's age (0 when the clock went back; a birth time of
+	// 0 marks an adopted node, old whatever the clock says). A node younger
+	// than ARGV[3] milliseconds sets nothing and returns -1 - age (a
+	// negative number). Otherwise it sets KEYS[1] to ARGV[1] with an
+	// expiry of ARGV[2] milliseconds if it does not exist, as SET NX PX
+	// does, and returns 0 if it existed; when it set it, it returns 1, or,
+	// when the fencing counter KEYS[3] is given, increments it and returns
+	// its new value, as ScriptAcquireFenced does.
+	ScriptAcquireGuarded = newScript(1<<6, "acquire-guarded", `local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local born = tonumber(redis.call("get", KEYS[2]))
+if not born then
+	born = now
+	redis.call("set", KEYS[2], string.format("%d", now))
+end
+if born ~= 0 then
+	local age = math.max(now - born, 0)
+	if age < tonumber(ARGV[3]) then
+		return -1 - age
+	end
+end
+if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return 0
+end
+if KEYS[3] then
+	return redis.call("incr", KEYS[3])
+end
+return 1`)
+
+	// ScriptAdopt sets the birth key KEYS[1] to 0, which marks the node
+	// adopted: old to the restart guard at once. It returns 1; see
+	// Locker.Adopt.
+	ScriptAdopt = newScript(1<<7, "adopt", `redis.call("set", KEYS[1], "0")
+return 1`)
 )
+
+// BirthKey is the key in which each node that the restart guard watches
+// keeps its birth time: the server's TIME, in milliseconds since the Unix
+// epoch, of the first guarded acquisition since the server started with an
+// empty data set (or "0" for a node adopted with Locker.Adopt). It never
+// expires. It is the same for every Locker, whatever its key prefix, since
+// it describes the server, not the locks; ACLs must let the lock user read
+// and write it. Operators can adopt a node by hand with
+// redis-cli SET quorumlock:birth 0.
+const BirthKey = "quorumlock:birth"
 
 // Scripts returns every script of the protocol.
 func Scripts() []*Script {
-	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence, ScriptEnqueue, ScriptDequeue}
+	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence, ScriptEnqueue, ScriptDequeue, ScriptAcquireGuarded, ScriptAdopt}
 }
 
 // WaiterChannel is the pub/sub channel on which ScriptRelease hands key

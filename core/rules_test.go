@@ -392,7 +392,7 @@ func TestRule8Retries(t *testing.T) {
 			assert.Equal(t, 4, quorumError(t, err).Tries)
 			assert.Equal(t, 21*time.Millisecond, time.Since(start))
 			assert.Equal(t, []int{1, 2, 3}, asked)
-			assert.Equal(t, 4, nodes[0].Calls().SetNX)
+			assert.Equal(t, 4, nodes[0].Calls().Acquires)
 		})
 	})
 	t.Run("delay floor", func(t *testing.T) {
@@ -439,7 +439,7 @@ func TestRule8Retries(t *testing.T) {
 		l, nodes := newLocker(t, 3)
 		_, err := l.Acquire(t.Context(), "")
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
-		assert.Zero(t, nodes[0].Calls().SetNX)
+		assert.Zero(t, nodes[0].Calls().Acquires)
 	})
 }
 

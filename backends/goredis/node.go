@@ -149,6 +149,18 @@ func describe(client Client) (name string, bounded bool) {
 // Client returns the client the node was built with.
 func (n *Node) Client() Client { return n.client }
 
+// Sharded implements core.Sharded: true for a *redis.ClusterClient or a
+// *redis.Ring, whose keys live on several servers, so that core's restart
+// guard leaves the node out. A client of another type counts as one
+// server: give a cluster as the *redis.ClusterClient itself.
+func (n *Node) Sharded() bool {
+	switch n.client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 

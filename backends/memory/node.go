@@ -70,8 +70,21 @@ func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Befor
 
 // Calls counts the commands a node has received, faults included. A batch
 // counts once in Batches and each of its calls in EvalSHA or Eval.
+// Acquires counts the acquisition attempts among them, whatever their form:
+// SET NX, or the fenced or restart-guarded acquisition script.
 type Calls struct {
 	SetNX, EvalSHA, Eval, Batches, Watches int
+	Acquires                               int
+}
+
+// isAcquire reports whether a script (by SHA or by source) acquires.
+func isAcquire(sha, source string) bool {
+	for _, s := range [...]*core.Script{core.ScriptAcquireGuarded, core.ScriptAcquireFenced} {
+		if sha == s.SHA() || source == s.Source() {
+			return true
+		}
+	}
+	return false
 }
 
 // Option configures a Node.
@@ -116,6 +129,9 @@ func New(opts ...Option) *Node {
 		scripts: make(map[string]struct{}),
 		subs:    make(map[string]map[*subscription]struct{}),
 	}
+	// A new node is adopted: it cannot have held a lock before it existed.
+	// Start, the restart without persistence, forgets this as Redis does.
+	n.data[core.BirthKey] = entry{value: "0"}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(n)
@@ -171,7 +187,7 @@ func (n *Node) Classify(err error) core.ErrorKind {
 
 // SetNX implements core.Node: SET key value NX PX ttl.
 func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if err := n.enter(ctx, func(c *Calls) { c.SetNX++ }); err != nil {
+	if err := n.enter(ctx, func(c *Calls) { c.SetNX++; c.Acquires++ }); err != nil {
 		return false, err
 	}
 	if ttl < time.Millisecond {
@@ -192,7 +208,12 @@ func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 
 // EvalSHA implements core.Node for the scripts of the lock protocol.
 func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	if err := n.enter(ctx, func(c *Calls) { c.EvalSHA++ }); err != nil {
+	if err := n.enter(ctx, func(c *Calls) {
+		c.EvalSHA++
+		if isAcquire(sha, "") {
+			c.Acquires++
+		}
+	}); err != nil {
 		return nil, err
 	}
 	n.mu.Lock()
@@ -205,7 +226,12 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 // Eval implements core.Node for the scripts of the lock protocol, and
 // caches the script for later EvalSHA calls, as Redis does.
 func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	if err := n.enter(ctx, func(c *Calls) { c.Eval++ }); err != nil {
+	if err := n.enter(ctx, func(c *Calls) {
+		c.Eval++
+		if isAcquire("", script) {
+			c.Acquires++
+		}
+	}); err != nil {
 		return nil, err
 	}
 	n.mu.Lock()
@@ -406,6 +432,46 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		n.data[keys[0]] = entry{value: args[0], expires: now.Add(ttl)}
 		n.data[keys[1]] = entry{value: strconv.FormatInt(counter+1, 10)}
 		return counter + 1, nil, n.reply()
+	case core.ScriptAcquireGuarded:
+		if len(keys) < 2 || len(keys) > 3 || len(args) != 3 {
+			return nil, nil, errors.New("ERR acquire-guarded script takes 2 or 3 keys and 3 arguments")
+		}
+		ttl, err := expireTime(args[1])
+		if err != nil {
+			return nil, nil, err
+		}
+		minAge, err := strconv.ParseInt(args[2], 10, 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ERR acquire-guarded: %q is not an integer", args[2])
+		}
+		ms := now.UnixMilli()
+		born, err := n.counter(keys[1], now)
+		if _, ok := n.data[keys[1]]; !ok || err != nil { // missing, or no number: born now
+			born = ms
+			n.data[keys[1]] = entry{value: strconv.FormatInt(ms, 10)}
+		}
+		if age := max(ms-born, 0); born != 0 && age < minAge { // 0: adopted
+			return -1 - age, nil, n.reply()
+		}
+		if e, ok := n.data[keys[0]]; ok && e.live(now) {
+			return int64(0), nil, n.reply()
+		}
+		n.data[keys[0]] = entry{value: args[0], expires: now.Add(ttl)}
+		if len(keys) == 2 {
+			return int64(1), nil, n.reply()
+		}
+		counter, err := n.counter(keys[2], now)
+		if err != nil {
+			return nil, nil, err
+		}
+		n.data[keys[2]] = entry{value: strconv.FormatInt(counter+1, 10)}
+		return counter + 1, nil, n.reply()
+	case core.ScriptAdopt:
+		if len(keys) != 1 || len(args) != 0 {
+			return nil, nil, errors.New("ERR adopt script takes 1 key and no arguments")
+		}
+		n.data[keys[0]] = entry{value: "0"}
+		return int64(1), nil, n.reply()
 	case core.ScriptRaiseFence:
 		if len(keys) != 1 || len(args) != 1 {
 			return nil, nil, errors.New("ERR raise-fence script takes 1 key and 1 argument")
@@ -641,14 +707,15 @@ func (n *Node) Get(key string) (value string, ttl time.Duration, ok bool) {
 	return e.value, ttl, true
 }
 
-// Keys returns the live keys, sorted.
+// Keys returns the live keys, sorted, except the node's own birth key
+// (core.BirthKey, which Get shows): the keys that locks left.
 func (n *Node) Keys() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.clock.Now()
 	keys := make([]string, 0, len(n.data))
 	for k, e := range n.data {
-		if e.live(now) {
+		if e.live(now) && k != core.BirthKey {
 			keys = append(keys, k)
 		}
 	}

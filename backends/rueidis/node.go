@@ -159,6 +159,11 @@ func describe(client Client) string {
 // Client returns the client the node was built with.
 func (n *Node) Client() Client { return n.client }
 
+// Sharded implements core.Sharded: true for a client in cluster mode,
+// whose keys live on several servers, so that core's restart guard leaves
+// the node out.
+func (n *Node) Sharded() bool { return n.cluster }
+
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 

@@ -12,11 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core"
 )
 
 // EnvBinary names the environment variable that overrides the redis-server
@@ -67,8 +70,19 @@ type Server struct {
 type ServerOption func(*serverConfig)
 
 type serverConfig struct {
-	args []string
-	port int
+	args  []string
+	port  int
+	fresh bool
+}
+
+// Fresh leaves a new server unadopted: without it, StartServer adopts
+// every server that is not a cluster member for the restart guard (it sets
+// core.BirthKey to 0, as core.Locker.Adopt does), since a server this
+// harness has just started holds no lock. A fresh server is young to the
+// guard for its max TTL after its first guarded acquisition, like a server
+// restarted empty.
+func Fresh() ServerOption {
+	return func(c *serverConfig) { c.fresh = true }
 }
 
 // WithArgs adds redis-server command-line arguments, such as
@@ -110,6 +124,12 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 			}
 		}
 		err = s.start(ctx)
+		if err == nil && !c.fresh && !slices.Contains(c.args, "--cluster-enabled") {
+			if err = s.adopt(ctx); err != nil {
+				_ = s.Close()
+				return nil, err
+			}
+		}
 		if err == nil {
 			return s, nil
 		}
@@ -118,6 +138,16 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 			return nil, err
 		}
 	}
+}
+
+// adopt marks the server adopted for the restart guard.
+func (s *Server) adopt(ctx context.Context) error {
+	c := plainClient(s.Addr())
+	defer c.Close()
+	if err := c.Set(ctx, core.BirthKey, "0", 0).Err(); err != nil {
+		return fmt.Errorf("redistest: adopting %s: %w", s.Addr(), err)
+	}
+	return nil
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

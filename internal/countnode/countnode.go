@@ -15,8 +15,22 @@ import (
 
 // Counts are the calls made on a wrapped node so far. A batch counts once
 // in Batches, whatever its size.
+//
+// Acquires counts the acquisition attempts among the calls, whatever their
+// form: SET NX, or the fenced or restart-guarded acquisition script.
 type Counts struct {
 	SetNX, EvalSHA, Eval, Batches, Watches atomic.Int64
+	Acquires                               atomic.Int64
+}
+
+// isAcquire reports whether a script (by SHA or by source) acquires.
+func isAcquire(sha, source string) bool {
+	for _, s := range [...]*core.Script{core.ScriptAcquireGuarded, core.ScriptAcquireFenced} {
+		if sha == s.SHA() || source == s.Source() {
+			return true
+		}
+	}
+	return false
 }
 
 // RoundTrips is the number of requests the node sent to its server: one
@@ -52,16 +66,23 @@ type node struct {
 
 func (n *node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	n.counts.SetNX.Add(1)
+	n.counts.Acquires.Add(1)
 	return n.Node.SetNX(ctx, key, value, ttl)
 }
 
 func (n *node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	n.counts.EvalSHA.Add(1)
+	if isAcquire(sha, "") {
+		n.counts.Acquires.Add(1)
+	}
 	return n.Node.EvalSHA(ctx, sha, keys, args)
 }
 
 func (n *node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	n.counts.Eval.Add(1)
+	if isAcquire("", script) {
+		n.counts.Acquires.Add(1)
+	}
 	return n.Node.Eval(ctx, script, keys, args)
 }
 
@@ -108,6 +129,9 @@ func (n *batchWatcher) Eval(ctx context.Context, script string, keys, args []str
 	return n.batcher.Eval(ctx, script, keys, args)
 }
 
+// Sharded is the wrapped node's (core.Sharded).
+func (n *batchWatcher) Sharded() bool { return n.batcher.Sharded() }
+
 func (n *batchWatcher) Classify(err error) core.ErrorKind { return n.batcher.Classify(err) }
 func (n *batchWatcher) String() string                    { return n.batcher.String() }
 func (n *batchWatcher) Close() error                      { return n.batcher.Close() }
@@ -119,3 +143,10 @@ var (
 	_ core.Batcher = (*batchWatcher)(nil)
 	_ core.Watcher = (*batchWatcher)(nil)
 )
+
+// Sharded forwards core.Sharded, so that the restart guard sees the node
+// it wraps as it is.
+func (n *node) Sharded() bool {
+	s, ok := n.Node.(core.Sharded)
+	return ok && s.Sharded()
+}

@@ -83,3 +83,26 @@ func TestWrapKeepsCapabilities(t *testing.T) {
 		})
 	}
 }
+
+// sharded says it is sharded, on top of a memory node's capabilities.
+type sharded struct{ *memory.Node }
+
+func (sharded) Sharded() bool { return true }
+
+func TestWrapKeepsSharded(t *testing.T) {
+	m := memory.New()
+	for name, c := range map[string]struct {
+		inner core.Node
+		want  bool
+	}{
+		"plain":               {plain{m}, false},
+		"batcher and watcher": {m, false},
+		"sharded, all":        {sharded{m}, true},
+		"sharded, plain":      {struct{ sharded }{sharded{m}}, true},
+	} {
+		w, _ := countnode.Wrap(c.inner)
+		s, ok := w.(core.Sharded)
+		require.True(t, ok, name)
+		assert.Equal(t, c.want, s.Sharded(), name)
+	}
+}

@@ -1,0 +1,153 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// runRestartGuard checks the restart guard (core.WithRestartGuard) on the
+// backend's servers: the acquisition script's use of the server's clock
+// and of the birth key, and a Locker's view of a server restarted empty,
+// restarted with its data, and adopted. Sharded nodes (clusters) are left
+// out of the guard, which the group checks instead.
+func runRestartGuard(t *testing.T, h Harness) {
+	n, _ := oneNode(t, h)
+	if s, ok := n.(core.Sharded); ok && s.Sharded() {
+		t.Run("ShardedNodesAreLeftOut", func(t *testing.T) {
+			t.Parallel()
+			_, err := core.New([]core.Node{n}, core.WithRestartGuard(core.DefaultTTL))
+			require.ErrorIs(t, err, core.ErrInvalidArgument, "a guard that can watch no node is refused")
+			l := newLocker(t, h.Shared(t, 3).Nodes(t), Strategies()[2])
+			assert.Zero(t, l.RestartGuard(), "the default guard does not apply to sharded nodes")
+			lock, err := l.TryAcquire(t.Context(), key(t))
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(t.Context()))
+		})
+		return
+	}
+	t.Run("Script", func(t *testing.T) {
+		t.Parallel()
+		guardScript(t, h)
+	})
+	t.Run("Locker", func(t *testing.T) {
+		t.Parallel()
+		guardLocker(t, h)
+	})
+}
+
+// guardScript runs ScriptAcquireGuarded on one server directly.
+func guardScript(t *testing.T, h Harness) {
+	n, s := isolatedNode(t, h)
+	ctx := t.Context()
+	run := func(keys []string, minAge time.Duration) int64 {
+		t.Helper()
+		reply, err := n.Eval(ctx, core.ScriptAcquireGuarded.Source(), keys,
+			[]string{"v", "60000", strconv.FormatInt(minAge.Milliseconds(), 10)})
+		require.NoError(t, err)
+		v, ok := reply.(int64)
+		require.True(t, ok, "reply %#v is not an integer", reply)
+		return v
+	}
+	require.NoError(t, s.Del(ctx, 0, core.BirthKey)) // as after a restart without persistence
+	k := key(t)
+	keys := []string{k, core.BirthKey}
+
+	before := time.Now()
+	got := run(keys, time.Hour)
+	assert.LessOrEqual(t, got, int64(-1), "a young node answers -1 - its age")
+	assert.Greater(t, got, int64(-1000), "born just now: its age is about 0")
+	born, _, ok, err := s.Get(ctx, 0, core.BirthKey)
+	require.NoError(t, err)
+	require.True(t, ok, "the first guarded call writes the birth key")
+	ms, err := strconv.ParseInt(born, 10, 64)
+	require.NoError(t, err, "the birth time is whole milliseconds: %q", born)
+	assert.InDelta(t, before.UnixMilli(), ms, 5000, "from the server's TIME (same host)")
+	_, _, ok, err = s.Get(ctx, 0, k)
+	require.NoError(t, err)
+	assert.False(t, ok, "a young node sets nothing")
+
+	// The age grows with the server's clock.
+	require.Eventually(t, func() bool { return run(keys, time.Hour) <= -21 }, 5*time.Second, 5*time.Millisecond,
+		"the age reported grows past 20 ms")
+	require.Eventually(t, func() bool { return run(keys, 20*time.Millisecond) == 1 }, 5*time.Second, 5*time.Millisecond,
+		"once old enough, it sets the key")
+	v, ttl, ok, err := s.Get(ctx, 0, k)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "v", v)
+	assert.InDelta(t, 60000, ttl.Milliseconds(), 5000)
+	assert.Equal(t, int64(0), run(keys, 0), "a held key is refused")
+
+	// Fenced: the counter KEYS[3] is incremented and returned.
+	fk := key(t)
+	fence, _ := core.FenceKey(fk)
+	require.NoError(t, s.Set(ctx, 0, fence, "41", 0))
+	assert.Equal(t, int64(42), run([]string{fk, core.BirthKey, fence}, 0))
+	assert.Equal(t, int64(0), run([]string{fk, core.BirthKey, fence}, 0))
+	c, _, _, err := s.Get(ctx, 0, fence)
+	require.NoError(t, err)
+	assert.Equal(t, "42", c, "a refusal does not count")
+
+	// Adopted ("0"): old whatever the minimum age.
+	require.NoError(t, s.Set(ctx, 0, core.BirthKey, "0", 0))
+	assert.Equal(t, int64(1), run([]string{key(t), core.BirthKey}, 100*365*24*time.Hour))
+
+	// A birth in the future (the clock went back): young, age 0.
+	future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	require.NoError(t, s.Set(ctx, 0, core.BirthKey, future, 0))
+	assert.Equal(t, int64(-1), run([]string{key(t), core.BirthKey}, time.Millisecond))
+}
+
+// guardLocker checks a Locker with the guard over three servers that
+// restart.
+func guardLocker(t *testing.T, h Harness) {
+	servers := h.Isolated(t, 3)
+	ctx := t.Context()
+	l := newLocker(t, servers.Nodes(t), Strategies()[2], core.WithQuorum(3), core.WithTries(1))
+	require.NotZero(t, l.RestartGuard(), "on by default for three nodes")
+	k := key(t)
+	lock, err := l.TryAcquire(ctx, k)
+	require.NoError(t, err, "the harness's servers are adopted")
+	require.NoError(t, lock.Release(ctx))
+
+	// Restarted with its data (persistence): it forgot nothing.
+	require.NoError(t, servers.StopKeepingData(1))
+	require.NoError(t, servers.Start(1))
+	lock, err = l.TryAcquire(ctx, k)
+	require.NoError(t, err, "a server that kept its birth key votes at once")
+	require.NoError(t, lock.Release(ctx))
+
+	// Restarted empty: young for the guard's max TTL.
+	require.NoError(t, servers.Stop(2))
+	require.NoError(t, servers.Start(2))
+	var young *core.RestartGuardError
+	require.Eventually(t, func() bool {
+		_, err = l.TryAcquire(ctx, k)
+		return errors.As(err, &young) // a first call may meet a dropped connection
+	}, 10*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, err, core.ErrUnavailable, "quorum 3 with one young node")
+	require.ErrorIs(t, err, core.ErrNodeRestarted)
+	assert.Less(t, young.Age, young.MinAge)
+	assert.Equal(t, l.RestartGuard(), young.MinAge)
+	_, _, ok, err := servers.Get(ctx, 2, k)
+	require.NoError(t, err)
+	assert.False(t, ok, "the young server holds no key")
+
+	// Adopted by its operator: votes at once.
+	name := servers.Nodes(t)[2].String()
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	require.NoError(t, l.Adopt(actx, name))
+	lock, err = l.TryAcquire(ctx, k)
+	require.NoError(t, err)
+	require.NoError(t, lock.Release(ctx))
+	assert.Equal(t, repeat("", 3), valuesOf(t, servers, k))
+}

@@ -1,0 +1,253 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// sharded is a node that says it spreads its keys over several servers.
+type sharded struct{ plainNode }
+
+func (sharded) Sharded() bool { return true }
+
+func TestRestartGuardDefaults(t *testing.T) {
+	for n, want := range map[int]bool{1: false, 2: false, 3: true, 5: true} {
+		l, _ := newLocker(t, n)
+		if want {
+			assert.Equal(t, core.DefaultTTL+drift(core.DefaultTTL), l.RestartGuard(), "N=%d: on, for the Locker's TTL", n)
+		} else {
+			assert.Zero(t, l.RestartGuard(), "N=%d: off", n)
+		}
+	}
+	l, _ := newLocker(t, 1, core.WithRestartGuard(time.Minute))
+	assert.Equal(t, time.Minute+drift(time.Minute), l.RestartGuard(), "on for one node when asked")
+	l, _ = newLocker(t, 5, core.WithoutRestartGuard())
+	assert.Zero(t, l.RestartGuard())
+
+	for name, opts := range map[string][]core.Option{
+		"shorter than the TTL": {core.WithTTL(time.Minute), core.WithRestartGuard(time.Second)},
+		"negative":             {core.WithRestartGuard(-time.Second)},
+		"absurd":               {core.WithRestartGuard(200 * 365 * 24 * time.Hour)},
+	} {
+		_, err := core.New(memory.AsNodes(memory.NewNodes(3)), opts...)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, name)
+		assert.Contains(t, err.Error(), "restart guard", name)
+	}
+	nodes := memory.NewNodes(3)
+	all := []core.Node{sharded{plainNode{nodes[0]}}, sharded{plainNode{nodes[1]}}, sharded{plainNode{nodes[2]}}}
+	_, err := core.New(all, core.WithRestartGuard(core.DefaultTTL))
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "asked for, but it can watch none of the nodes")
+	assert.Contains(t, err.Error(), "sharded")
+	l, err = core.New(all)
+	require.NoError(t, err, "the default simply does not apply to sharded nodes")
+	defer l.Close()
+	assert.Zero(t, l.RestartGuard())
+}
+
+// restartEmpty restarts a memory node the way a Redis server without
+// persistence restarts: empty, its birth key gone.
+func restartEmpty(n *memory.Node) {
+	n.Stop()
+	n.Start()
+}
+
+func TestRestartGuard(t *testing.T) {
+	// The scenario the Redlock specification says breaks safety: A holds
+	// the lock on nodes 0 and 1 (node 2 was cut off), node 1 restarts at once
+	// without persistence, node 2 comes back, and B asks.
+	scenario := func(t *testing.T, opts ...core.Option) (a, b *core.Locker, nodes []*memory.Node, held *core.Lock) {
+		nodes = memory.NewNodes(3)
+		opts = append([]core.Option{core.WithTries(1)}, opts...)
+		var err error
+		a, err = core.New(memory.AsNodes(nodes), opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = a.Close() })
+		b, err = core.New(memory.AsNodes(nodes), opts...)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = b.Close() })
+		nodes[2].Pause()
+		held, err = a.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		restartEmpty(nodes[1])
+		nodes[2].Resume()
+		return a, b, nodes, held
+	}
+
+	t.Run("off: the restarted node lets a second holder in", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, b, _, held := scenario(t, core.WithoutRestartGuard())
+			second, err := b.TryAcquire(t.Context(), "k")
+			require.NoError(t, err, "the hole the guard closes")
+			assert.NoError(t, held.Err(), "and the first holder does not know")
+			require.NoError(t, second.Release(t.Context()))
+		})
+	})
+
+	t.Run("on: the restarted node does not vote for a TTL", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			_, b, nodes, held := scenario(t)
+			_, err := b.TryAcquire(t.Context(), "k")
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+			require.ErrorIs(t, err, core.ErrNodeRestarted)
+			qe := quorumError(t, err)
+			assert.Equal(t, []core.Outcome{core.OutcomeRefused, core.OutcomeFailed, core.OutcomeOK}, outcomes(qe))
+			var young *core.RestartGuardError
+			require.ErrorAs(t, qe.Nodes[1].Err, &young)
+			assert.Zero(t, young.Age, "born at its first guarded call, just now")
+			assert.Equal(t, core.DefaultTTL+drift(core.DefaultTTL), young.MinAge)
+			assert.Contains(t, young.Error(), "restart guard")
+			_, _, ok := nodes[1].Get("k")
+			assert.False(t, ok, "a young node sets nothing")
+			born, _, ok := nodes[1].Get(core.BirthKey)
+			require.True(t, ok)
+			assert.Equal(t, strconv.FormatInt(time.Now().UnixMilli(), 10), born, "its birth is the node's time")
+
+			// The holder's next extension finds out: one node remembers it.
+			require.ErrorIs(t, held.Extend(t.Context()), core.ErrLockLost)
+
+			// Still young: a free lock still needs two old nodes.
+			time.Sleep(time.Second)
+			_, err = b.TryAcquire(t.Context(), "k")
+			require.ErrorAs(t, err, &young)
+			assert.Equal(t, time.Second, young.Age)
+
+			// Once older than the max TTL, it votes again.
+			time.Sleep(young.MinAge - young.Age)
+			lock, err := b.TryAcquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+
+	t.Run("on: a majority of young nodes is an outage", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTries(1))
+			restartEmpty(nodes[0])
+			restartEmpty(nodes[2])
+			_, err := l.TryAcquire(t.Context(), "k")
+			require.ErrorIs(t, err, core.ErrUnavailable)
+			require.ErrorIs(t, err, core.ErrNodeRestarted)
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes), "the old node's key was cleaned up")
+		})
+	})
+
+	t.Run("persistence keeps the birth key: no wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithQuorum(3))
+			lock, err := l.TryAcquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(t.Context()))
+			nodes[1].Stop()
+			nodes[1].StartKeepingData()
+			lock, err = l.TryAcquire(t.Context(), "k")
+			require.NoError(t, err, "a node that kept its data forgot no lock")
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+
+	t.Run("a clock that went back makes the node young", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithQuorum(3))
+			nodes[0].Set(core.BirthKey, strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), 0)
+			_, err := l.TryAcquire(t.Context(), "k")
+			var young *core.RestartGuardError
+			require.ErrorAs(t, err, &young)
+			assert.Zero(t, young.Age)
+		})
+	})
+
+	t.Run("fencing", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithFencing())
+			var last int64
+			for i := range 6 {
+				restartEmpty(nodes[i%3]) // counter and birth gone
+				lock, err := l.TryAcquire(t.Context(), "k")
+				require.NoError(t, err, "round %d", i)
+				require.Greater(t, lock.Token(), last)
+				last = lock.Token()
+				require.NoError(t, lock.Release(t.Context()))
+				time.Sleep(l.RestartGuard()) // the restarted node is old again
+			}
+		})
+	})
+
+	t.Run("sharded nodes are left out", func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		list := []core.Node{nodes[0], nodes[1], sharded{plainNode{nodes[2]}}}
+		l, err := core.New(list, core.WithQuorum(3), core.WithTries(1))
+		require.NoError(t, err)
+		defer l.Close()
+		restartEmpty(nodes[2])
+		calls := nodes[2].Calls()
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err, "a sharded node votes at once")
+		assert.Equal(t, calls.SetNX+1, nodes[2].Calls().SetNX, "with a plain SET NX")
+		_, _, ok := nodes[2].Get(core.BirthKey)
+		assert.False(t, ok, "and gets no birth key")
+		require.NoError(t, lock.Release(t.Context()))
+	})
+
+	t.Run("the birth key is no lock key", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		_, err := l.TryAcquire(t.Context(), core.BirthKey)
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "reserved")
+	})
+}
+
+func TestAdopt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, nodes := newLocker(t, 3, core.WithTries(1), core.WithQuorum(3))
+		restartEmpty(nodes[1])
+		restartEmpty(nodes[2])
+		_, err := l.TryAcquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNodeRestarted)
+
+		require.NoError(t, l.Adopt(t.Context(), nodes[1].String()))
+		born, _, _ := nodes[1].Get(core.BirthKey)
+		assert.Equal(t, "0", born, "adopted")
+		_, err = l.TryAcquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNodeRestarted, "node 2 is still young")
+
+		require.NoError(t, l.Adopt(t.Context()), "every node")
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.Release(t.Context()))
+	})
+
+	l, nodes := newLocker(t, 3)
+	err := l.Adopt(t.Context(), "nowhere")
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.Contains(t, err.Error(), `"nowhere"`)
+	//lint:ignore SA1012 a nil context is the misuse under test
+	require.ErrorIs(t, l.Adopt(nil), core.ErrInvalidArgument) //nolint:staticcheck
+
+	nodes[0].Stop()
+	err = l.Adopt(t.Context())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), nodes[0].String(), "the error names the node that failed")
+	assert.ErrorIs(t, err, memory.ErrDown)
+	born, _, _ := nodes[1].Get(core.BirthKey)
+	assert.Equal(t, "0", born, "the others are adopted")
+
+	off, offNodes := newLocker(t, 3, core.WithoutRestartGuard())
+	offNodes[0].Del(core.BirthKey)
+	require.NoError(t, off.Adopt(t.Context()), "nothing to do with the guard off")
+	_, _, ok := offNodes[0].Get(core.BirthKey)
+	assert.False(t, ok)
+
+	require.NoError(t, l.Close())
+	require.ErrorIs(t, l.Adopt(context.Background()), core.ErrClosed)
+	assert.False(t, errors.Is(l.Adopt(context.Background()), core.ErrInvalidArgument))
+}
