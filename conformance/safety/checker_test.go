@@ -1,0 +1,81 @@
+package safety_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/conformance/safety"
+)
+
+func sec(client int, key string, token int64, start, end, valid int) safety.Section {
+	ms := time.Millisecond
+	return safety.Section{Client: client, Key: key, Token: token,
+		Start: time.Duration(start) * ms, End: time.Duration(end) * ms, ValidUntil: time.Duration(valid) * ms}
+}
+
+func kinds(vs []safety.Violation) []safety.ViolationKind {
+	var out []safety.ViolationKind
+	for _, v := range vs {
+		out = append(out, v.Kind)
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		sections []safety.Section
+		fenced   bool
+		want     []safety.ViolationKind
+	}{
+		{"empty", nil, true, nil},
+		{"back to back", []safety.Section{sec(1, "k", 1, 0, 10, 100), sec(2, "k", 2, 10, 20, 100), sec(1, "k", 3, 20, 30, 100)}, true, nil},
+		{"other keys do not conflict", []safety.Section{sec(1, "a", 1, 0, 10, 100), sec(2, "b", 1, 5, 15, 100)}, true, nil},
+		{"overlap", []safety.Section{sec(1, "k", 1, 0, 10, 100), sec(2, "k", 2, 9, 20, 100)}, false, []safety.ViolationKind{safety.Overlap}},
+		{"overlap in any order", []safety.Section{sec(2, "k", 2, 9, 20, 100), sec(1, "k", 1, 0, 10, 100)}, false, []safety.ViolationKind{safety.Overlap}},
+		{"nested overlap after a short one", []safety.Section{sec(1, "k", 1, 0, 50, 100), sec(2, "k", 2, 10, 20, 100), sec(3, "k", 3, 30, 40, 100)}, false,
+			[]safety.ViolationKind{safety.Overlap, safety.Overlap}},
+		{"late entry", []safety.Section{sec(1, "k", 1, 100, 110, 100)}, false, []safety.ViolationKind{safety.LateEntry}},
+		{"overrun", []safety.Section{sec(1, "k", 1, 90, 110, 100)}, false, []safety.ViolationKind{safety.Overrun}},
+		{"stale token", []safety.Section{sec(1, "k", 5, 0, 10, 100), sec(2, "k", 4, 20, 30, 100)}, true, []safety.ViolationKind{safety.StaleToken}},
+		{"equal token", []safety.Section{sec(1, "k", 5, 0, 10, 100), sec(2, "k", 5, 20, 30, 100)}, true, []safety.ViolationKind{safety.StaleToken}},
+		{"stale against an older, higher one", []safety.Section{sec(1, "k", 9, 0, 10, 100), sec(2, "k", 10, 20, 30, 100), sec(3, "k", 8, 40, 50, 100)}, true,
+			[]safety.ViolationKind{safety.StaleToken}},
+		{"tokens ignored unless fenced", []safety.Section{sec(1, "k", 5, 0, 10, 100), sec(2, "k", 4, 20, 30, 100)}, false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := safety.Check(c.sections, c.fenced)
+			assert.Equal(t, c.want, kinds(got), "%v", got)
+			for _, v := range got {
+				assert.NotEmpty(t, v.String())
+				if v.Kind == safety.Overlap || v.Kind == safety.StaleToken {
+					require.NotNil(t, v.Other)
+				}
+			}
+		})
+	}
+}
+
+func TestHistory(t *testing.T) {
+	h := safety.NewHistory()
+	a := h.Now()
+	done := make(chan struct{})
+	for i := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			h.Add(safety.Section{Client: i, Key: "k", Start: h.Now(), End: h.Now(), ValidUntil: time.Hour})
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	got := h.Sections()
+	require.Len(t, got, 8)
+	for _, s := range got {
+		assert.GreaterOrEqual(t, s.Start, a, "one monotonic clock")
+		assert.GreaterOrEqual(t, s.End, s.Start)
+	}
+}

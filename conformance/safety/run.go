@@ -1,0 +1,426 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/conformance/faultproxy"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// NodeFactory builds the node of the backend under test for the server at
+// addr (a fault proxy's address).
+type NodeFactory func(addr string) (core.Node, error)
+
+// Config is one safety run.
+type Config struct {
+	Seed     int64
+	Duration time.Duration // how long the clients run; default 8 s
+	Nodes    int           // default 5
+	Clients  int           // each with its own Locker; default 16
+	Keys     int           // keys the clients share; default 3
+	// TTL and NodeTimeout of every Locker; defaults 1 s and 50 ms.
+	TTL         time.Duration
+	NodeTimeout time.Duration
+	Kinds       []FaultKind   // default AllFaults
+	Fencing     bool          // record tokens and check that they grow
+	Options     []core.Option // more options for every Locker
+	NewNode     NodeFactory   // required
+	// Logf, when set, receives the schedule and each fault as injected.
+	Logf func(format string, args ...any)
+}
+
+// Report is what a safety run saw.
+type Report struct {
+	Seed         int64
+	Acquisitions int            // locks granted
+	Failures     map[string]int // acquisitions that failed, by core.Reason
+	Sections     int            // critical sections recorded
+	Stalls       int            // holders stalled by ClientPause
+	Noticed      int            // of those, the ones that found their lock unsafe before use
+	Unused       int            // locks granted with too little validity left to use (not stalled)
+	Faults       map[FaultKind]int
+	Violations   []Violation
+	// LeftAtEnd counts lock keys on the servers right after every client
+	// released and every fault healed; LeftAfterTTL counts them once the
+	// TTL has passed since (0 unless a key outlives its TTL).
+	LeftAtEnd    int
+	LeftAfterTTL int
+	Slowest      time.Duration // the slowest successful acquisition
+	Elapsed      time.Duration
+}
+
+// String is the report in one line.
+func (r *Report) String() string {
+	var faults []string
+	for _, k := range AllFaults {
+		if n := r.Faults[k]; n > 0 {
+			faults = append(faults, fmt.Sprintf("%s=%d", k, n))
+		}
+	}
+	var fails []string
+	for _, k := range slices.Sorted(maps.Keys(r.Failures)) {
+		fails = append(fails, fmt.Sprintf("%s=%d", k, r.Failures[k]))
+	}
+	return fmt.Sprintf("seed %d: %d acquisitions (failed: %s), %d sections, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
+		r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
+		len(r.Violations), r.LeftAtEnd, r.LeftAfterTTL, r.Slowest.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
+}
+
+func (c *Config) defaults() error {
+	if c.NewNode == nil {
+		return errors.New("safety: Config.NewNode is nil")
+	}
+	if c.Duration <= 0 {
+		c.Duration = 8 * time.Second
+	}
+	if c.Nodes <= 0 {
+		c.Nodes = 5
+	}
+	if c.Clients <= 0 {
+		c.Clients = 16
+	}
+	if c.Keys <= 0 {
+		c.Keys = 3
+	}
+	if c.TTL <= 0 {
+		c.TTL = time.Second
+	}
+	if c.NodeTimeout <= 0 {
+		c.NodeTimeout = 50 * time.Millisecond
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// minUse is the validity a holder needs left to use the resource: its
+// work (up to maxWork) and a wide margin for a starved scheduler.
+const (
+	maxWork = 3 * time.Millisecond
+	minUse  = 200 * time.Millisecond
+)
+
+// Rig is N redis-servers, each behind a fault proxy.
+type Rig struct {
+	Servers []*redistest.Server
+	Proxies []*faultproxy.Proxy
+}
+
+// StartRig starts n servers (adopted for the restart guard, as new
+// servers that hold no lock) and a proxy in front of each.
+func StartRig(ctx context.Context, n int) (*Rig, error) {
+	r := &Rig{}
+	for range n {
+		s, err := redistest.StartServer(ctx)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.Servers = append(r.Servers, s)
+		p, err := faultproxy.Start(s.Addr())
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.Proxies = append(r.Proxies, p)
+	}
+	return r, nil
+}
+
+// Addrs are the proxies' addresses, which the nodes dial.
+func (r *Rig) Addrs() []string {
+	out := make([]string, len(r.Proxies))
+	for i, p := range r.Proxies {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// Close stops the proxies and the servers.
+func (r *Rig) Close() error {
+	var errs []error
+	for _, p := range r.Proxies {
+		errs = append(errs, p.Close())
+	}
+	for _, s := range r.Servers {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// LockKeys counts, on every server directly, the keys that start with
+// prefix: lock keys (their fencing counters and wait queues start with
+// "{").
+func (r *Rig) LockKeys(ctx context.Context, prefix string) (int, error) {
+	total := 0
+	for _, s := range r.Servers {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		keys, err := c.Keys(ctx, prefix+"*").Result()
+		c.Close()
+		if err != nil {
+			return 0, fmt.Errorf("safety: keys on %s: %w", s.Addr(), err)
+		}
+		total += len(keys)
+	}
+	return total, nil
+}
+
+// Run runs cfg.Clients clients, each with its own Locker over the nodes of
+// a fresh Rig, acquiring cfg.Keys keys for cfg.Duration while the faults
+// of Schedule(cfg.Seed) are injected; then it heals everything, checks the
+// history and counts the keys left.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rig, err := StartRig(ctx, cfg.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer rig.Close()
+	return RunOn(ctx, rig, cfg)
+}
+
+// RunOn is Run on a Rig the caller started (every server running, no
+// fault set); it leaves the rig healed.
+func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	var err error
+	start := time.Now()
+	quorum := cfg.Nodes/2 + 1
+	faults := Schedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Nodes: cfg.Nodes, Clients: cfg.Clients,
+		MaxFaulty: cfg.Nodes - quorum, TTL: cfg.TTL, NodeTimeout: cfg.NodeTimeout, Kinds: cfg.Kinds})
+	for _, f := range faults {
+		cfg.Logf("scheduled %v", f)
+	}
+	rep := &Report{Seed: cfg.Seed, Failures: map[string]int{}, Faults: map[FaultKind]int{}}
+
+	lockers := make([]*core.Locker, cfg.Clients)
+	defer func() {
+		for _, l := range lockers {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}()
+	opts := append([]core.Option{core.WithTTL(cfg.TTL), core.WithNodeTimeout(cfg.NodeTimeout)}, cfg.Options...)
+	if cfg.Fencing {
+		opts = append(opts, core.WithFencing())
+	}
+	for c := range lockers {
+		nodes := make([]core.Node, cfg.Nodes)
+		for i, addr := range rig.Addrs() {
+			if nodes[i], err = cfg.NewNode(addr); err != nil {
+				return nil, fmt.Errorf("safety: node for %s: %w", addr, err)
+			}
+		}
+		if lockers[c], err = core.New(nodes, opts...); err != nil {
+			return nil, err
+		}
+	}
+
+	prefix := fmt.Sprintf("safety:%d:%d:", cfg.Seed, start.UnixNano())
+	keys := make([]string, cfg.Keys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%sk%d", prefix, i)
+	}
+	hist := NewHistory()
+	stalls := make([]atomic.Int64, cfg.Clients) // per client: the next stall, in ns
+	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
+	defer stop()
+
+	// The faults, each on its own goroutine, each healing itself after its
+	// duration (even once the clients have stopped).
+	var faultWG sync.WaitGroup
+	var faultMu sync.Mutex
+	var faultErrs []error
+	faultWG.Go(func() {
+		t := time.NewTimer(0)
+		defer t.Stop()
+		<-t.C
+		for _, f := range faults {
+			t.Reset(f.At - hist.Now())
+			select {
+			case <-t.C:
+			case <-runCtx.Done():
+				return
+			}
+			if f.Kind == ClientPause {
+				stalls[f.Target].Store(int64(f.Duration))
+			}
+			faultMu.Lock()
+			rep.Faults[f.Kind]++
+			faultMu.Unlock()
+			cfg.Logf("inject %v", f)
+			faultWG.Go(func() {
+				if err := inject(ctx, rig, f); err != nil {
+					faultMu.Lock()
+					faultErrs = append(faultErrs, fmt.Errorf("%v: %w", f, err))
+					faultMu.Unlock()
+				}
+			})
+		}
+	})
+
+	var mu sync.Mutex // guards rep's counters while clients run
+	var clients sync.WaitGroup
+	for c, l := range lockers {
+		clients.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(c)))
+			for runCtx.Err() == nil {
+				k := keys[rng.IntN(len(keys))]
+				actx, cancel := context.WithTimeout(runCtx, 2*cfg.TTL)
+				t0 := hist.Now()
+				lock, err := l.Acquire(actx, k)
+				took := hist.Now() - t0
+				cancel()
+				if err != nil {
+					if runCtx.Err() == nil {
+						mu.Lock()
+						rep.Failures[core.Reason(err)]++
+						mu.Unlock()
+					}
+					continue
+				}
+				// The end of the lock's validity, as the lock says right
+				// after it was granted (the clock is read first, so the
+				// bound is never late). Overlaps are checked without it.
+				validUntil := hist.Now()
+				validUntil += lock.Validity()
+				stalled := false
+				if d := stalls[c].Swap(0); d > 0 {
+					time.Sleep(time.Duration(d)) // the injected stall itself
+					stalled = true
+				}
+				// Before using the resource: is the lock still safe, with
+				// room for the work?
+				use := lock.Err() == nil && lock.Validity() >= minUse
+				if use {
+					s := Section{Client: c, Key: k, Token: lock.Token(), ValidUntil: validUntil}
+					s.Start = hist.Now()
+					work(rng)
+					s.End = hist.Now()
+					hist.Add(s)
+				}
+				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.TTL)
+				_ = lock.Release(rctx)
+				rcancel()
+				mu.Lock()
+				rep.Acquisitions++
+				rep.Slowest = max(rep.Slowest, took)
+				switch {
+				case stalled:
+					rep.Stalls++
+					if !use {
+						rep.Noticed++
+					}
+				case !use:
+					rep.Unused++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	clients.Wait()
+	for _, l := range lockers {
+		_ = l.Close()
+	}
+	faultWG.Wait()
+	if err := errors.Join(faultErrs...); err != nil {
+		return nil, fmt.Errorf("safety: injecting faults: %w", err)
+	}
+
+	sections := hist.Sections()
+	rep.Sections = len(sections)
+	rep.Violations = Check(sections, cfg.Fencing)
+	if rep.LeftAtEnd, err = rig.LockKeys(ctx, prefix); err != nil {
+		return nil, err
+	}
+	rep.LeftAfterTTL = rep.LeftAtEnd
+	deadline := time.Now().Add(cfg.TTL + 2*time.Second)
+	for rep.LeftAfterTTL > 0 && time.Now().Before(deadline) {
+		if err := waitCtx(ctx, 50*time.Millisecond); err != nil {
+			return nil, err
+		}
+		if rep.LeftAfterTTL, err = rig.LockKeys(ctx, prefix); err != nil {
+			return nil, err
+		}
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+// work stands for the use of the protected resource: up to maxWork.
+func work(rng *rand.Rand) {
+	time.Sleep(time.Duration(rng.Int64N(int64(maxWork))))
+}
+
+func waitCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// inject applies fault f, waits its duration, and heals it.
+func inject(ctx context.Context, rig *Rig, f Fault) error {
+	hold := func() error { return waitCtx(context.WithoutCancel(ctx), f.Duration) }
+	switch f.Kind {
+	case KillRestart:
+		s := rig.Servers[f.Target]
+		if err := s.Kill(); err != nil {
+			return err
+		}
+		if err := hold(); err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return s.Restart(rctx) // empty: no persistence, not adopted
+	case Pause:
+		s := rig.Servers[f.Target]
+		if err := s.Pause(); err != nil {
+			return err
+		}
+		err := hold()
+		return errors.Join(err, s.Resume())
+	case Latency:
+		p := rig.Proxies[f.Target]
+		if err := p.SetLatency(f.Delay, f.Jitter); err != nil {
+			return err
+		}
+		err := hold()
+		return errors.Join(err, p.SetLatency(0, 0))
+	case Partition:
+		p := rig.Proxies[f.Target]
+		if err := p.Partition(); err != nil {
+			return err
+		}
+		err := hold()
+		return errors.Join(err, p.Heal())
+	case Reset:
+		return rig.Proxies[f.Target].Reset()
+	case ClientPause:
+		return nil // the client stalls itself
+	}
+	return fmt.Errorf("safety: unknown fault kind %q", f.Kind)
+}
