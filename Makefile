@@ -8,7 +8,7 @@ FORBIDDEN := go-redis|redigo|rueidis|go\.uber\.org/fx|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
@@ -69,3 +69,24 @@ bench-drivers: redis
 ## benchmark program cannot rot.
 bench-smoke: redis
 	cd benchmarks && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) run ./cmd/lockbench -quick -json /dev/null > /dev/null
+
+## chaos: the long safety run (cmd/chaos): 50 seeds of 12 s, each over
+## five redis-servers behind fault proxies with 16 clients, every fault
+## kind, drivers in turn; about 13 minutes. Prints acquisitions, faults by
+## kind, violations (must be 0), lock keys left after the TTL (must be 0)
+## and the slowest acquisition; fails on a violation or a key left.
+## CHAOS_FLAGS passes flags (make chaos CHAOS_FLAGS="-seeds 5 -v").
+CHAOS_FLAGS ?=
+chaos: redis
+	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+
+## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed
+## corpora under testdata/fuzz run in every `make test`.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := ./core:FuzzKeys ./core:FuzzHashSlotTags ./core:FuzzOptions ./core:FuzzRetryPolicies ./strategies:FuzzTally
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done

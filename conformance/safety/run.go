@@ -73,6 +73,9 @@ func (r *Report) String() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Failures)) {
 		fails = append(fails, fmt.Sprintf("%s=%d", k, r.Failures[k]))
 	}
+	if len(fails) == 0 {
+		fails = []string{"none"}
+	}
 	return fmt.Sprintf("seed %d: %d acquisitions (failed: %s), %d sections, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
 		r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
 		len(r.Violations), r.LeftAtEnd, r.LeftAfterTTL, r.Slowest.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))

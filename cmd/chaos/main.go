@@ -1,0 +1,238 @@
+// Command chaos is the long safety run behind `make chaos`: many seeded
+// runs of the safety rig (package conformance/safety), each with five
+// redis-server processes behind fault proxies and 16 clients with their
+// own Lockers, while nodes are killed and restarted empty after more than
+// the TTL, stopped with SIGSTOP, slowed past the node timeout, partitioned
+// and reset, and clients stall past their locks' validity.
+//
+// It prints one line per seed and then the totals: acquisitions, faults
+// injected by kind, violations of mutual exclusion (which must be 0), lock
+// keys left on the servers after the TTL (which must be 0), and the
+// slowest acquisition. It exits 1 if any seed found a violation or left a
+// key. A seed replays its run's faults:
+//
+//	go run ./cmd/chaos -seeds 1 -first 1234 -v
+//
+// Flags:
+//
+//	-seeds n       runs (default 50)
+//	-first n       seed of the first run (default: from the clock, printed)
+//	-duration d    how long the clients of one run work (default 12s)
+//	-nodes n       servers (default 5)
+//	-clients n     clients, each with its own Locker (default 16)
+//	-keys n        keys the clients share (default 3)
+//	-ttl d         lock TTL (default 1s)
+//	-driver name   goredis, redigo, rueidis, or all: one per seed in turn (default all)
+//	-no-guard      turn the restart guard off (the run should then find violations, in time)
+//	-v             print the schedule and every fault as it is injected
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	redigo "github.com/gomodule/redigo/redis"
+	goredislib "github.com/redis/go-redis/v9"
+	rueidislib "github.com/redis/rueidis"
+
+	"github.com/quorumlock/quorumlock/backends/goredis"
+	qredigo "github.com/quorumlock/quorumlock/backends/redigo"
+	"github.com/quorumlock/quorumlock/backends/rueidis"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/conformance/safety"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// goredisNode closes its client with the Locker.
+type goredisNode struct {
+	*goredis.Node
+	client *goredislib.Client
+}
+
+func (n goredisNode) Close() error { return n.client.Close() }
+
+// redigoNode closes its pool with the Locker.
+type redigoNode struct {
+	*qredigo.Node
+	pool *redigo.Pool
+}
+
+func (n redigoNode) Close() error { return n.pool.Close() }
+
+var drivers = map[string]safety.NodeFactory{
+	"goredis": func(addr string) (core.Node, error) {
+		c := goredislib.NewClient(goredis.ClientOptions(addr))
+		n, err := goredis.New(c)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return goredisNode{n, c}, nil
+	},
+	"redigo": func(addr string) (core.Node, error) {
+		p := qredigo.NewPool(addr)
+		n, err := qredigo.New(p)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		return redigoNode{n, p}, nil
+	},
+	"rueidis": func(addr string) (core.Node, error) {
+		c, err := rueidislib.NewClient(rueidis.ClientOption(addr))
+		if err != nil {
+			return nil, err
+		}
+		n, err := rueidis.New(c, rueidis.CloseClient())
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		return n, nil
+	},
+}
+
+// quiet drops go-redis's own log lines: failed dials to a node that is
+// down are the point of the run.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func main() {
+	seeds := flag.Int("seeds", 50, "runs")
+	first := flag.Int64("first", 0, "seed of the first run (0: from the clock)")
+	duration := flag.Duration("duration", 12*time.Second, "how long the clients of one run work")
+	nodes := flag.Int("nodes", 5, "servers")
+	clients := flag.Int("clients", 16, "clients, each with its own Locker")
+	keys := flag.Int("keys", 3, "keys the clients share")
+	ttl := flag.Duration("ttl", time.Second, "lock TTL")
+	driver := flag.String("driver", "all", "goredis, redigo, rueidis or all")
+	noGuard := flag.Bool("no-guard", false, "turn the restart guard off")
+	verbose := flag.Bool("v", false, "print the schedule and every fault")
+	flag.Parse()
+	goredislib.SetLogger(quiet{})
+	log.SetFlags(0)
+
+	names := slices.Sorted(func(yield func(string) bool) {
+		for k := range drivers {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if *driver != "all" {
+		if _, ok := drivers[*driver]; !ok {
+			log.Fatalf("chaos: unknown driver %q (want %s or all)", *driver, strings.Join(names, ", "))
+		}
+		names = []string{*driver}
+	}
+	if *seeds < 1 {
+		log.Fatal("chaos: -seeds must be at least 1")
+	}
+	if _, err := redistest.Binary(); err != nil {
+		log.Fatal(err)
+	}
+	if *first == 0 {
+		*first = time.Now().UnixNano() % 1_000_000
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	var opts []core.Option
+	if *noGuard {
+		opts = append(opts, core.WithoutRestartGuard())
+	}
+	fmt.Printf("chaos: %d seeds from %d, %v each, %d nodes, %d clients, %d keys, TTL %v, drivers %s, restart guard %s\n",
+		*seeds, *first, *duration, *nodes, *clients, *keys, *ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[*noGuard])
+
+	var total safety.Report
+	total.Failures = map[string]int{}
+	total.Faults = map[safety.FaultKind]int{}
+	bad := 0
+	start := time.Now()
+	for i := range *seeds {
+		seed := *first + int64(i)
+		name := names[i%len(names)]
+		logf := func(string, ...any) {}
+		if *verbose {
+			logf = func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) }
+		}
+		rep, err := safety.Run(ctx, safety.Config{
+			Seed: seed, Duration: *duration, Nodes: *nodes, Clients: *clients, Keys: *keys, TTL: *ttl,
+			Options: opts, NewNode: drivers[name], Logf: logf,
+		})
+		if err != nil {
+			log.Fatalf("chaos: seed %d (%s): %v", seed, name, err)
+		}
+		fmt.Printf("%-8s %v\n", name, rep)
+		for _, v := range rep.Violations {
+			fmt.Printf("  VIOLATION %v\n", v)
+		}
+		if len(rep.Violations) > 0 || rep.LeftAfterTTL > 0 {
+			bad++
+			fmt.Printf("  replay: go run ./cmd/chaos -seeds 1 -first %d -driver %s -duration %v -v\n", seed, name, *duration)
+		}
+		add(&total, rep)
+	}
+	printTotals(os.Stdout, &total, *seeds, time.Since(start))
+	if bad > 0 {
+		fmt.Printf("chaos: FAIL: %d of %d seeds broke safety or left keys\n", bad, *seeds)
+		os.Exit(1)
+	}
+	fmt.Println("chaos: PASS")
+}
+
+func add(t, r *safety.Report) {
+	t.Acquisitions += r.Acquisitions
+	t.Sections += r.Sections
+	t.Stalls += r.Stalls
+	t.Noticed += r.Noticed
+	t.Unused += r.Unused
+	t.Violations = append(t.Violations, r.Violations...)
+	t.LeftAtEnd += r.LeftAtEnd
+	t.LeftAfterTTL += r.LeftAfterTTL
+	t.Slowest = max(t.Slowest, r.Slowest)
+	for k, v := range r.Failures {
+		t.Failures[k] += v
+	}
+	for k, v := range r.Faults {
+		t.Faults[k] += v
+	}
+}
+
+func printTotals(w io.Writer, t *safety.Report, seeds int, elapsed time.Duration) {
+	fmt.Fprintf(w, "\n== totals over %d seeds, %v\n", seeds, elapsed.Round(time.Second))
+	fmt.Fprintf(w, "acquisitions:        %d (critical sections used: %d; granted with too little validity to use: %d)\n", t.Acquisitions, t.Sections, t.Unused)
+	failed := 0
+	var parts []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range t.Failures {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		failed += t.Failures[k]
+		parts = append(parts, fmt.Sprintf("%s %d", k, t.Failures[k]))
+	}
+	fmt.Fprintf(w, "failed acquisitions: %d (%s)\n", failed, strings.Join(parts, ", "))
+	faults := 0
+	parts = parts[:0]
+	for _, k := range safety.AllFaults {
+		faults += t.Faults[k]
+		parts = append(parts, fmt.Sprintf("%s %d", k, t.Faults[k]))
+	}
+	fmt.Fprintf(w, "faults injected:     %d (%s)\n", faults, strings.Join(parts, ", "))
+	fmt.Fprintf(w, "stalled holders:     %d, of which noticed before use: %d\n", t.Stalls, t.Noticed)
+	fmt.Fprintf(w, "violations:          %d\n", len(t.Violations))
+	fmt.Fprintf(w, "locks left:          %d right after the run, %d after the TTL\n", t.LeftAtEnd, t.LeftAfterTTL)
+	fmt.Fprintf(w, "slowest acquisition: %v\n", t.Slowest.Round(time.Millisecond))
+}
