@@ -83,7 +83,7 @@ chaos: redis
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed
 ## corpora under testdata/fuzz run in every `make test`.
 FUZZTIME ?= 60s
-FUZZ_TARGETS := ./core:FuzzKeys ./core:FuzzHashSlotTags ./core:FuzzOptions ./core:FuzzRetryPolicies ./strategies:FuzzTally
+FUZZ_TARGETS := ./core:FuzzKeys ./core:FuzzHashSlotTags ./core:FuzzOptions ./core:FuzzRetryPolicies ./core:FuzzRestartGuard ./strategies:FuzzTally
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

@@ -464,3 +464,81 @@ func FuzzRetryPolicies(f *testing.F) {
 		})
 	})
 }
+
+// FuzzRestartGuard gives the restart guard any max TTL, on any number of
+// nodes, beside any TTL, with fencing or not: New works or says
+// ErrInvalidArgument; a working guard covers the TTL; a node restarted
+// empty does not vote while it is on, and votes at once while it is off.
+func FuzzRestartGuard(f *testing.F) {
+	s := int64(time.Second)
+	// nodes, TTL (0: default), guard (0: default; <0 with off: off), off, fencing
+	f.Add(uint8(3), int64(0), int64(0), false, false)
+	f.Add(uint8(1), int64(0), int64(0), false, false)
+	f.Add(uint8(1), int64(0), 10*s, false, true)
+	f.Add(uint8(5), 2*s, 2*s, false, true)
+	f.Add(uint8(5), 2*s, s, false, false)
+	f.Add(uint8(3), int64(0), int64(-1), false, false)
+	f.Add(uint8(3), int64(0), int64(math.MaxInt64), false, false)
+	f.Add(uint8(3), int64(math.MaxInt64), int64(math.MaxInt64), false, false)
+	f.Add(uint8(4), int64(0), int64(0), true, false)
+	f.Fuzz(func(t *testing.T, n uint8, ttl, guard int64, off, fencing bool) {
+		n = n%7 + 1
+		var opts []core.Option
+		if ttl != 0 {
+			opts = append(opts, core.WithTTL(time.Duration(ttl)))
+		}
+		switch {
+		case off:
+			opts = append(opts, core.WithoutRestartGuard())
+		case guard != 0:
+			opts = append(opts, core.WithRestartGuard(time.Duration(guard)))
+		}
+		if fencing {
+			opts = append(opts, core.WithFencing())
+		}
+		opts = append(opts, core.WithTries(1))
+		nodes := memory.NewNodes(int(n))
+		var l *core.Locker
+		var err error
+		within(t, "New", func(context.Context) { l, err = core.New(memory.AsNodes(nodes), opts...) })
+		if err != nil {
+			if !errors.Is(err, core.ErrInvalidArgument) {
+				t.Fatalf("New(%d nodes, %v): %v, which does not match ErrInvalidArgument", n, opts, err)
+			}
+			if !off && guard != 0 && guard >= int64(core.DefaultTTL) && ttl == 0 && guard < int64(100*365*24*time.Hour) {
+				t.Fatalf("New refused a guard that covers the TTL: %v", err)
+			}
+			return
+		}
+		defer within(t, "Close", func(context.Context) { _ = l.Close() })
+		on := l.RestartGuard() > 0
+		switch {
+		case off && on:
+			t.Fatal("WithoutRestartGuard left the guard on")
+		case !off && guard == 0 && on != (n >= 3):
+			t.Fatalf("default guard on %d nodes: %v", n, l.RestartGuard())
+		case on && l.RestartGuard() < l.TTL():
+			t.Fatalf("guard %v does not cover the TTL %v", l.RestartGuard(), l.TTL())
+		}
+		var lock *core.Lock
+		within(t, "TryAcquire", func(ctx context.Context) { lock, err = l.TryAcquire(ctx, "k") })
+		if err != nil {
+			return // a tiny TTL may leave no validity: an outcome, not a refusal
+		}
+		within(t, "Release", func(ctx context.Context) { _ = lock.Release(ctx) })
+		for _, node := range nodes {
+			node.Stop()
+			node.Start() // every node restarted empty
+		}
+		within(t, "TryAcquire", func(ctx context.Context) { lock, err = l.TryAcquire(ctx, "k") })
+		if on && !errors.Is(err, core.ErrNodeRestarted) {
+			t.Fatalf("guard on, every node restarted: %v", err)
+		}
+		if !on && errors.Is(err, core.ErrNodeRestarted) {
+			t.Fatalf("guard off, yet: %v", err)
+		}
+		if err == nil {
+			within(t, "Release", func(ctx context.Context) { _ = lock.Release(ctx) })
+		}
+	})
+}

@@ -107,6 +107,22 @@ type Config struct {
 	// Fencing turns fencing tokens on (core.WithFencing). Default: off.
 	Fencing bool
 
+	// RestartGuard is the restart guard's max TTL (core.WithRestartGuard):
+	// the longest TTL of any Locker on these servers. Default: 0, core's
+	// default (on, with the TTL, for three nodes or more).
+	RestartGuard time.Duration
+
+	// DisableRestartGuard turns the restart guard off
+	// (core.WithoutRestartGuard). Default: false.
+	DisableRestartGuard bool
+
+	// AdoptNodes adopts every node for the restart guard when the app
+	// starts (core.Locker.Adopt), so that fresh servers vote at once. Set
+	// it only for servers known to hold no lock, such as a first
+	// deployment: adopting a server that restarted empty while locks were
+	// held on it is the mistake the guard prevents. Default: false.
+	AdoptNodes bool
+
 	// DisableWakeOnRelease turns off the hand-off of released locks to
 	// waiting Lockers (core.WithWakeOnRelease(false)). Default: false,
 	// hand-off on.
@@ -159,6 +175,9 @@ var envNames = map[string]string{
 	"KeepAlive":            "KEEP_ALIVE",
 	"MaxHold":              "MAX_HOLD",
 	"Fencing":              "FENCING",
+	"RestartGuard":         "RESTART_GUARD",
+	"DisableRestartGuard":  "RESTART_GUARD_OFF",
+	"AdoptNodes":           "ADOPT_NODES",
 	"DisableWakeOnRelease": "WAKE_ON_RELEASE",
 	"Username":             "USERNAME",
 	"Password":             "PASSWORD",
@@ -218,11 +237,14 @@ func (c *Config) validate(name namer) error {
 		v     time.Duration
 	}{
 		{"TTL", c.TTL}, {"RetryMin", c.RetryMin}, {"RetryMax", c.RetryMax}, {"NodeTimeout", c.NodeTimeout},
-		{"KeepAlive", c.KeepAlive}, {"MaxHold", c.MaxHold}, {"PingTimeout", c.PingTimeout},
+		{"KeepAlive", c.KeepAlive}, {"MaxHold", c.MaxHold}, {"PingTimeout", c.PingTimeout}, {"RestartGuard", c.RestartGuard},
 	} {
 		if d.v < 0 {
 			bad(d.field, "%v is negative", d.v)
 		}
+	}
+	if c.DisableRestartGuard && c.RestartGuard > 0 {
+		bad("RestartGuard", "is set while %s turns the guard off", name("DisableRestartGuard"))
 	}
 	if c.RetryMax > 0 && c.RetryMax < c.RetryMin {
 		bad("RetryMax", "%v is less than the minimum retry delay %v (%s)", c.RetryMax, c.RetryMin, name("RetryMin"))
@@ -278,6 +300,12 @@ func (c *Config) coreOptions() []core.Option {
 	}
 	if c.DisableWakeOnRelease {
 		opts = append(opts, core.WithWakeOnRelease(false))
+	}
+	switch {
+	case c.DisableRestartGuard:
+		opts = append(opts, core.WithoutRestartGuard())
+	case c.RestartGuard > 0:
+		opts = append(opts, core.WithRestartGuard(c.RestartGuard))
 	}
 	var sopts []strategies.Option
 	if c.StopAtQuorum {
@@ -398,6 +426,9 @@ func ConfigFromEnv(prefix string) (Config, error) {
 	duration("KeepAlive", &c.KeepAlive)
 	duration("MaxHold", &c.MaxHold)
 	boolean("Fencing", &c.Fencing)
+	duration("RestartGuard", &c.RestartGuard)
+	boolean("DisableRestartGuard", &c.DisableRestartGuard)
+	boolean("AdoptNodes", &c.AdoptNodes)
 	wake := true
 	boolean("DisableWakeOnRelease", &wake)
 	c.DisableWakeOnRelease = !wake

@@ -92,8 +92,9 @@ type Result struct {
 // with one EVALSHA of the script "return 1" (a NOSCRIPT reply counts as an
 // answer), in parallel and bounded by Config.PingTimeout, and fails with an *UnreachableError naming each
 // node that did not answer, unless at most Config.TolerateDown did not
-// and a quorum did (the Locker is closed then). Its OnStop closes the
-// Locker.
+// and a quorum did (the Locker is closed then). With Config.AdoptNodes it
+// then adopts the nodes for the restart guard (core.Locker.Adopt), and
+// fails if that fails. Its OnStop closes the Locker.
 func New(p Params) (Result, error) {
 	c := p.Config
 	if err := c.validate(fieldName); err != nil {
@@ -128,6 +129,11 @@ func New(p Params) (Result, error) {
 		p.Lifecycle.Append(fx.Hook{
 			OnStart: func(ctx context.Context) error {
 				err := checkNodes(ctx, nodes, c.pingTimeout(), c.TolerateDown, locker.Quorum(), log)
+				if err == nil && c.AdoptNodes {
+					actx, cancel := context.WithTimeout(ctx, c.pingTimeout())
+					err = locker.Adopt(actx)
+					cancel()
+				}
 				if err != nil {
 					// OnStop runs only for hooks that started.
 					return errors.Join(err, locker.Close())

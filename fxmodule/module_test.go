@@ -300,6 +300,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"retry range", fxmodule.Config{RetryMin: time.Second, RetryMax: time.Millisecond, Addrs: []string{"127.0.0.1:1"}}, "Config.RetryMax: 1ms is less than"},
 		{"impossible quorum", fxmodule.Config{Driver: "goredis", Quorum: 1, Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}}, "quorum 1 is impossible"},
 		{"TTL under node timeout", fxmodule.Config{Driver: "redigo", TTL: 40 * time.Millisecond, Addrs: []string{"127.0.0.1:1"}}, "WithNodeTimeout"},
+		{"guard and no guard", fxmodule.Config{RestartGuard: time.Minute, DisableRestartGuard: true, Addrs: []string{"127.0.0.1:1"}}, "Config.RestartGuard: is set while Config.DisableRestartGuard turns the guard off"},
+		{"guard under the TTL", fxmodule.Config{Driver: "goredis", TTL: time.Minute, RestartGuard: time.Second, Addrs: []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}}, "restart guard max TTL 1s is shorter than the TTL 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := fxmodule.New(fxmodule.Params{Config: tc.cfg})
@@ -315,4 +317,41 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "unknown driver")
 	assert.False(t, errors.Is(err, core.ErrUnavailable))
+}
+
+// TestAdoptNodes starts an app over three servers that were never adopted:
+// without AdoptNodes the restart guard keeps them out for a TTL; with it,
+// they vote at once.
+func TestAdoptNodes(t *testing.T) {
+	t.Parallel()
+	redistest.RequireServer(t)
+	fresh := func() []string {
+		var addrs []string
+		for range 3 {
+			s, err := redistest.StartServer(testCtx(t), redistest.Fresh())
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			addrs = append(addrs, s.Addr())
+		}
+		return addrs
+	}
+	cfg := fxmodule.Config{Driver: fxmodule.DriverGoRedis, Addrs: fresh(), Tries: 1}
+	app, locker := newApp(t, cfg)
+	app.RequireStart()
+	_, err := locker.TryAcquire(testCtx(t), "fxmodule:adopt")
+	require.ErrorIs(t, err, core.ErrNodeRestarted, "fresh servers are young")
+	app.RequireStop()
+
+	cfg.Addrs, cfg.AdoptNodes = fresh(), true
+	app, locker = newApp(t, cfg)
+	app.RequireStart()
+	acquireRelease(t, locker, cfg.Addrs, "fxmodule:adopt")
+	app.RequireStop()
+
+	cfg.DisableRestartGuard, cfg.AdoptNodes, cfg.Addrs = true, false, fresh()
+	app, locker = newApp(t, cfg)
+	app.RequireStart()
+	assert.Zero(t, locker.RestartGuard())
+	acquireRelease(t, locker, cfg.Addrs, "fxmodule:adopt")
+	app.RequireStop()
 }
