@@ -121,8 +121,13 @@ func guardLocker(t *testing.T, h Harness) {
 	// Restarted with its data (persistence): it forgot nothing.
 	require.NoError(t, servers.StopKeepingData(1))
 	require.NoError(t, servers.Start(1))
-	lock, err = l.TryAcquire(ctx, k)
-	require.NoError(t, err, "a server that kept its birth key votes at once")
+	// A pooled connection may still point at the old process: the first
+	// call can fail with EOF, but no call may find the server young.
+	require.Eventually(t, func() bool {
+		lock, err = l.TryAcquire(ctx, k)
+		require.NotErrorIs(t, err, core.ErrNodeRestarted, "a server that kept its birth key votes at once")
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, lock.Release(ctx))
 
 	// Restarted empty: young for the guard's max TTL.
@@ -147,7 +152,7 @@ func guardLocker(t *testing.T, h Harness) {
 	defer cancel()
 	require.NoError(t, l.Adopt(actx, name))
 	lock, err = l.TryAcquire(ctx, k)
-	require.NoError(t, err)
+	require.NoError(t, err, "adopted: it votes at once")
 	require.NoError(t, lock.Release(ctx))
 	assert.Equal(t, repeat("", 3), valuesOf(t, servers, k))
 }

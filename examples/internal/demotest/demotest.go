@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
 )
 
 // MaxRun is how long a run of an example may take before Run fails the
@@ -38,12 +39,16 @@ func Run(t *testing.T, program func(context.Context, io.Writer, []string) error,
 }
 
 // Miniredis starts n miniredis servers, closed when the test ends, and
-// returns their addresses: servers given as REDIS_ADDRS would give them.
+// returns their addresses: servers given as REDIS_ADDRS would give them,
+// adopted for the restart guard (core.BirthKey set to 0) as an operator
+// adopts the servers of a new deployment.
 func Miniredis(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
 	for range n {
-		addrs = append(addrs, miniredis.RunT(t).Addr())
+		m := miniredis.RunT(t)
+		require.NoError(t, m.Set(core.BirthKey, "0"))
+		addrs = append(addrs, m.Addr())
 	}
 	return addrs
 }
