@@ -531,6 +531,10 @@ func FuzzRestartGuard(f *testing.F) {
 			node.Start() // every node restarted empty
 		}
 		within(t, "TryAcquire", func(ctx context.Context) { lock, err = l.TryAcquire(ctx, "k") })
+		var qe *core.QuorumError
+		if errors.As(err, &qe) && !answered(qe) {
+			return // a round starved of CPU before it asked any node: no verdict
+		}
 		if on && !errors.Is(err, core.ErrNodeRestarted) {
 			t.Fatalf("guard on, every node restarted: %v", err)
 		}
@@ -541,4 +545,14 @@ func FuzzRestartGuard(f *testing.F) {
 			within(t, "Release", func(ctx context.Context) { _ = lock.Release(ctx) })
 		}
 	})
+}
+
+// answered reports whether any node answered in the round of qe.
+func answered(qe *core.QuorumError) bool {
+	for _, n := range qe.Nodes {
+		if n.Outcome != core.OutcomeNotTried && n.Outcome != core.OutcomeCanceled {
+			return true
+		}
+	}
+	return false
 }
