@@ -65,7 +65,7 @@ func newKeeper(l *Locker) *keeper {
 // the TTL leaves no room for a keep-alive interval. Calling it again is a
 // no-op.
 func (k *Lock) KeepAlive() error {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: keep-alive of a nil lock: %w", ErrNotHeld)
 	}
 	l := k.locker

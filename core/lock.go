@@ -64,7 +64,7 @@ var closedChan = func() chan struct{} {
 // Key returns the key the lock was acquired for, without the Locker's key
 // prefix.
 func (k *Lock) Key() string {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return ""
 	}
 	return k.key
@@ -73,7 +73,7 @@ func (k *Lock) Key() string {
 // Value returns the random value that identifies this acquisition on the
 // nodes: 20 bytes from crypto/rand, base64url encoded.
 func (k *Lock) Value() string {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return ""
 	}
 	return k.value
@@ -85,7 +85,7 @@ func (k *Lock) Value() string {
 // released or lost. Do not start work on the protected resource that may
 // outlast it.
 func (k *Lock) Validity() time.Duration {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return 0
 	}
 	k.mu.Lock()
@@ -130,7 +130,7 @@ func (k *Lock) Validity() time.Duration {
 // protects mutual exclusion, but cannot give back its counters.
 // It also assumes that no one else writes the counter keys.
 func (k *Lock) Token() int64 {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return 0
 	}
 	return k.token
@@ -141,7 +141,7 @@ func (k *Lock) Token() int64 {
 // Asking for it arms a timer at the end of the validity; a lock nobody
 // watches costs no timer.
 func (k *Lock) Done() <-chan struct{} {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return closedChan
 	}
 	k.mu.Lock()
@@ -166,7 +166,7 @@ func (k *Lock) Done() <-chan struct{} {
 // with the last failed extension when the keep-alive could not reach a
 // quorum, or ErrMaxHold when it stopped at the maximum hold time).
 func (k *Lock) Err() error {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: nil lock: %w", ErrNotHeld)
 	}
 	k.mu.Lock()
@@ -190,7 +190,7 @@ func (k *Lock) Context(parent context.Context) (context.Context, context.CancelF
 		parent = context.Background()
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	if k == nil {
+	if k == nil || k.locker == nil {
 		cancel(fmt.Errorf("quorumlock: nil lock: %w", ErrNotHeld))
 		return ctx, func() {}
 	}
@@ -339,7 +339,7 @@ func (k *Lock) lose(qe *QuorumError) {
 // over), and one matching ErrUnavailable when node failures leave that
 // unknown; the keys left behind expire with the TTL.
 func (k *Lock) Release(ctx context.Context) error {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: release of a nil lock: %w", ErrNotHeld)
 	}
 	if ctx == nil {
@@ -407,7 +407,7 @@ func releaseOutcome(key string, q int, results []NodeResult) error {
 // Extending a released lock returns ErrNotHeld, and extending after the
 // Locker's Close returns ErrClosed.
 func (k *Lock) Extend(ctx context.Context) error {
-	if k == nil {
+	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: extend of a nil lock: %w", ErrNotHeld)
 	}
 	if ctx == nil {

@@ -132,6 +132,12 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	return l, nil
 }
 
+// errZeroLocker is the error of a nil or zero Locker's methods.
+var errZeroLocker = invalid("nil or zero Locker: make one with core.New")
+
+// zero reports whether l is nil or was not made by New.
+func (l *Locker) zero() bool { return l == nil || l.nodes == nil }
+
 // RestartGuard returns the age from which a node votes under the restart
 // guard (its max TTL plus the drift allowance), or 0 when the guard is off.
 func (l *Locker) RestartGuard() time.Duration {
@@ -153,6 +159,9 @@ func (l *Locker) RestartGuard() time.Duration {
 // every node that failed (the others are adopted), and an unknown name is
 // an ErrInvalidArgument.
 func (l *Locker) Adopt(ctx context.Context, nodes ...string) error {
+	if l.zero() {
+		return errZeroLocker
+	}
 	if ctx == nil {
 		return invalid("context is nil")
 	}
@@ -219,6 +228,9 @@ func (l *Locker) String() string {
 // ErrClosed. After a failed round every node is released, even when ctx
 // has ended, so that no stray key of the attempt outlives it.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
 	return l.acquire(ctx, key, l.o.tries)
 }
 
@@ -229,6 +241,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
 	if l.obs == nil {
 		return l.acquireLoop(ctx, key, tries)
 	}
@@ -506,6 +521,9 @@ func (l *Locker) Stats() Stats {
 // otherwise fn's error joined with the lock's: the cause if the lock was
 // lost while fn ran, or Release's error.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
+	if l.zero() {
+		return errZeroLocker
+	}
 	if ctx == nil {
 		return invalid("context is nil")
 	}
@@ -756,6 +774,9 @@ func (l *Locker) isClosed() bool {
 // nil for a lock Close released. Close is idempotent; it returns the errors
 // of the releases and of closing the nodes.
 func (l *Locker) Close() error {
+	if l.zero() {
+		return errZeroLocker
+	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/quorumlock/quorumlock/internal/nilness"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -122,7 +123,7 @@ func WithQuorum(q int) Option {
 // Default: strategies.Parallel(), greedy.
 func WithStrategy(s Strategy) Option {
 	name := "WithStrategy(<nil>)"
-	if s != nil {
+	if !nilness.IsNil(s) {
 		name = "WithStrategy(" + s.String() + ")"
 	}
 	return optionFunc{func(o *options) { o.strategy = s }, name}
@@ -233,7 +234,7 @@ func WithFencing() Option {
 // Default: none; no event is built.
 func WithObserver(o Observer) Option {
 	return optionFunc{func(opts *options) {
-		if o != nil {
+		if !nilness.IsNil(o) {
 			opts.observers = append(opts.observers, o)
 		}
 	}, fmt.Sprintf("WithObserver(%T)", o)}
@@ -327,7 +328,7 @@ func (o *options) validate(n int) error {
 	if o.quorum <= n/2 || o.quorum > n {
 		return invalid("quorum %d is impossible for %d nodes: it must be in [%d, %d] (WithQuorum)", o.quorum, n, n/2+1, n)
 	}
-	if o.strategy == nil {
+	if nilness.IsNil(o.strategy) {
 		return invalid("strategy is nil (WithStrategy)")
 	}
 	if o.tries < 1 {
@@ -336,7 +337,7 @@ func (o *options) validate(n int) error {
 	if o.retry == nil {
 		return invalid("retry policy is nil (WithRetryDelay)")
 	}
-	if o.clock == nil {
+	if nilness.IsNil(o.clock) {
 		return invalid("clock is nil (WithClock)")
 	}
 	limit := o.ttl - o.drift() - o.nodeTimeout

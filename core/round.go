@@ -33,8 +33,11 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 			res := &results[i]
 			res.Latency = l.o.clock.Now().Sub(start)
 			// A call the caller or the strategy cut off is no node failure.
-			cut := ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled)
-			res.Outcome, res.Err = l.outcome(i, ok, err, cut, actx.Err() != nil, timeout)
+			// A deadline that has passed counts even before its context's
+			// timer has fired: a driver's socket deadline (the same
+			// instant) can beat it, with a bare i/o timeout.
+			cut := ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled) || deadlinePassed(ctx)
+			res.Outcome, res.Err = l.outcome(i, ok, err, cut, actx.Err() != nil || deadlinePassed(actx), timeout)
 			return res.Outcome == OutcomeOK
 		},
 	}, votes)
@@ -62,6 +65,12 @@ func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout 
 	default:
 		return OutcomeFailed, err
 	}
+}
+
+// deadlinePassed reports whether c has a deadline that has passed.
+func deadlinePassed(c context.Context) bool {
+	d, ok := c.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // blankResults returns a result per node, each not tried.

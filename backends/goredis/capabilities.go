@@ -70,7 +70,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 				err = errors.New("goredis: pipeline returned no reply")
 			}
 		}
-		calls[i].Reply, calls[i].Err = reply(v, err)
+		calls[i].Reply, calls[i].Err = reply(v, n.explain(err))
 	}
 }
 

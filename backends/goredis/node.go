@@ -175,17 +175,19 @@ func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
-	return ok, err
+	return ok, n.explain(err)
 }
 
 // EvalSHA implements core.Node.
 func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	return reply(n.client.EvalSha(ctx, sha, keys, anys(args)...).Result())
+	v, err := reply(n.client.EvalSha(ctx, sha, keys, anys(args)...).Result())
+	return v, n.explain(err)
 }
 
 // Eval implements core.Node.
 func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	return reply(n.client.Eval(ctx, script, keys, anys(args)...).Result())
+	v, err := reply(n.client.Eval(ctx, script, keys, anys(args)...).Result())
+	return v, n.explain(err)
 }
 
 // Classify implements core.Node: NOSCRIPT replies are core.KindNoScript,

@@ -67,7 +67,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 			nodeutil.FailAll(calls[i:], err)
 			return
 		}
-		calls[i].Reply, calls[i].Err = reply, err
+		calls[i].Reply, calls[i].Err = reply, n.explain(err)
 	}
 }
 

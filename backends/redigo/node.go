@@ -141,7 +141,7 @@ func (n *Node) do(ctx context.Context, cmd string, args ...any) (any, error) {
 	if cerr := conn.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
-	return reply, err
+	return reply, n.explain(err)
 }
 
 // SetNX implements core.Node with SET key value PX ttl NX.

@@ -69,6 +69,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 	for j, res := range md.DoMulti(ctx, cmds...) {
 		c := &calls[sent[j]]
 		c.Reply, c.Err = reply(res)
+		c.Err = n.explain(c.Err)
 	}
 }
 

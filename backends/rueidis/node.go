@@ -194,7 +194,7 @@ func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 	case rueidis.IsRedisNil(err):
 		return false, nil // NX: the key exists
 	}
-	return false, err
+	return false, n.explain(err)
 }
 
 // EvalSHA implements core.Node.
@@ -202,7 +202,8 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 	if err := n.check(ctx, keys); err != nil {
 		return nil, err
 	}
-	return reply(n.client.Do(ctx, n.build(core.Call{SHA: sha, Keys: keys, Args: args})))
+	v, err := reply(n.client.Do(ctx, n.build(core.Call{SHA: sha, Keys: keys, Args: args})))
+	return v, n.explain(err)
 }
 
 // Eval implements core.Node.
@@ -210,7 +211,8 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	if err := n.check(ctx, keys); err != nil {
 		return nil, err
 	}
-	return reply(n.client.Do(ctx, n.build(core.Call{Source: script, Keys: keys, Args: args})))
+	v, err := reply(n.client.Do(ctx, n.build(core.Call{Source: script, Keys: keys, Args: args})))
+	return v, n.explain(err)
 }
 
 // check refuses a call on a context that has ended (nothing is sent), a

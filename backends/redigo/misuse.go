@@ -1,0 +1,15 @@
+package redigo
+
+import "github.com/quorumlock/quorumlock/internal/nodeutil"
+
+// clusterAdvice is what a user who gave a Redis Cluster member to a redigo
+// pool should build instead.
+const clusterAdvice = "redigo has no cluster client; build one node over the whole cluster with backends/goredis or backends/rueidis"
+
+// explain turns a Redis Cluster reply (MOVED, ASK, CROSSSLOT) into an
+// error that says what is wrong: the pool's server is a cluster member,
+// given where an independent master was expected (see
+// nodeutil.ExplainCluster). A redigo pool always talks to one server.
+func (n *Node) explain(err error) error {
+	return nodeutil.ExplainCluster(err, clusterAdvice)
+}

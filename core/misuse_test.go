@@ -1,0 +1,612 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// The tests of this file are the rows of the README's table "Bad input
+// and the errors it gets" that concern core alone: each subtest is named
+// as the table's "test" column names it (TestReadmeBadInputTable checks
+// that every name there exists). Each checks the error's category with
+// errors.Is and the start of its message as the table shows it, and that
+// the call neither panics nor hangs.
+
+// misuseCallTimeout bounds every call a misuse test makes.
+const misuseCallTimeout = 10 * time.Second
+
+// call runs fn with a context that ends after misuseCallTimeout, and
+// returns its error. It fails the test if fn panics, or has not returned a
+// second after that context ended.
+func call(t *testing.T, fn func(ctx context.Context) error) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), misuseCallTimeout)
+	defer cancel()
+	type outcome struct {
+		err      error
+		panicked any
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- outcome{panicked: r}
+			}
+		}()
+		done <- outcome{err: fn(ctx)}
+	}()
+	timer := time.NewTimer(misuseCallTimeout + time.Second)
+	defer timer.Stop()
+	select {
+	case o := <-done:
+		if o.panicked != nil {
+			t.Fatalf("panicked: %v", o.panicked)
+		}
+		return o.err
+	case <-timer.C:
+		t.Fatalf("did not return within %v", misuseCallTimeout+time.Second)
+		return nil
+	}
+}
+
+// requireMisuse checks err against a row of the table: it matches target
+// with errors.Is, and its message contains msg.
+func requireMisuse(t *testing.T, err error, target error, msg string) {
+	t.Helper()
+	require.ErrorIs(t, err, target)
+	require.ErrorContains(t, err, msg)
+}
+
+// newOf calls core.New over nodes with opts, checks that it returned no
+// Locker, and returns its error.
+func newOf(t *testing.T, nodes []core.Node, opts ...core.Option) error {
+	t.Helper()
+	var l *core.Locker
+	err := call(t, func(context.Context) error {
+		var err error
+		l, err = core.New(nodes, opts...)
+		return err
+	})
+	if l != nil {
+		_ = l.Close()
+		t.Fatalf("core.New accepted the bad input")
+	}
+	return err
+}
+
+func threeNodes() []core.Node { return memory.AsNodes(memory.NewNodes(3)) }
+
+func TestMisuseNew(t *testing.T) {
+	bad := func(t *testing.T, msg string, nodes []core.Node, opts ...core.Option) {
+		t.Helper()
+		requireMisuse(t, newOf(t, nodes, opts...), core.ErrInvalidArgument, msg)
+	}
+	t.Run("no_nodes", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: no nodes", nil)
+		bad(t, "quorumlock: invalid argument: no nodes", []core.Node{})
+	})
+	t.Run("nil_node", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: node 1 is nil", []core.Node{memory.New(), nil, memory.New()})
+		bad(t, "quorumlock: invalid argument: node 1 is nil", []core.Node{memory.New(), (*memory.Node)(nil)})
+	})
+	t.Run("same_node_twice", func(t *testing.T) {
+		n := memory.New(memory.WithName("10.0.0.1:6379"))
+		bad(t, `quorumlock: invalid argument: nodes 0 and 2 are both "10.0.0.1:6379": one server counted twice breaks the quorum`,
+			[]core.Node{n, memory.New(), n})
+		bad(t, `nodes 0 and 1 are both "a"`,
+			[]core.Node{memory.New(memory.WithName("a")), memory.New(memory.WithName("a"))})
+	})
+	t.Run("nil_option", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: option 1 is nil", threeNodes(), core.WithTTL(time.Second), nil)
+	})
+	t.Run("ttl_below_1ms", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: TTL 0s must be at least 1ms (WithTTL)", threeNodes(), core.WithTTL(0))
+		bad(t, "quorumlock: invalid argument: TTL -1s must be at least 1ms (WithTTL)", threeNodes(), core.WithTTL(-time.Second))
+		bad(t, "quorumlock: invalid argument: TTL 500µs must be at least 1ms (WithTTL)", threeNodes(), core.WithTTL(500*time.Microsecond))
+	})
+	t.Run("ttl_within_drift", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: TTL 2ms leaves no validity after the drift allowance of 2.02ms (WithTTL)",
+			threeNodes(), core.WithTTL(2*time.Millisecond))
+	})
+	t.Run("drift_factor_out_of_range", func(t *testing.T) {
+		for _, f := range []float64{-0.1, 1, 1.5, math.NaN(), math.Inf(1)} {
+			bad(t, fmt.Sprintf("quorumlock: invalid argument: drift factor %v must be in [0, 1) (WithDriftFactor)", f),
+				threeNodes(), core.WithDriftFactor(f))
+		}
+	})
+	t.Run("node_timeout_not_positive", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: node timeout 0s must be positive (WithNodeTimeout)", threeNodes(), core.WithNodeTimeout(0))
+		bad(t, "quorumlock: invalid argument: node timeout -50ms must be positive (WithNodeTimeout)", threeNodes(), core.WithNodeTimeout(-50*time.Millisecond))
+	})
+	t.Run("node_timeout_not_under_ttl", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: node timeout 1s must be less than TTL - drift = 988ms (WithNodeTimeout)",
+			threeNodes(), core.WithTTL(time.Second), core.WithNodeTimeout(time.Second))
+	})
+	t.Run("quorum_not_a_majority", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: quorum 1 is impossible for 3 nodes: it must be in [2, 3] (WithQuorum)", threeNodes(), core.WithQuorum(1))
+		bad(t, "quorumlock: invalid argument: quorum 0 is impossible for 3 nodes", threeNodes(), core.WithQuorum(0))
+		bad(t, "quorumlock: invalid argument: quorum -1 is impossible for 3 nodes", threeNodes(), core.WithQuorum(-1))
+		bad(t, "quorumlock: invalid argument: quorum 2 is impossible for 4 nodes: it must be in [3, 4] (WithQuorum)",
+			memory.AsNodes(memory.NewNodes(4)), core.WithQuorum(2))
+	})
+	t.Run("quorum_over_n", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: quorum 4 is impossible for 3 nodes: it must be in [2, 3] (WithQuorum)", threeNodes(), core.WithQuorum(4))
+	})
+	t.Run("nil_strategy", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: strategy is nil (WithStrategy)", threeNodes(), core.WithStrategy(nil))
+	})
+	t.Run("tries_below_1", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: tries 0 must be at least 1 (WithTries)", threeNodes(), core.WithTries(0))
+		bad(t, "quorumlock: invalid argument: tries -3 must be at least 1 (WithTries)", threeNodes(), core.WithTries(-3))
+	})
+	t.Run("nil_retry_policy", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: retry policy is nil (WithRetryDelay)", threeNodes(), core.WithRetryDelay(nil))
+	})
+	t.Run("nil_clock", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: clock is nil (WithClock)", threeNodes(), core.WithClock(nil))
+	})
+	t.Run("keep_alive_negative", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: keep-alive interval -1s must be positive (WithKeepAlive)", threeNodes(), core.WithKeepAlive(-time.Second))
+	})
+	t.Run("keep_alive_too_long", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: keep-alive interval 10s must be less than TTL - drift - node timeout = 9.848s (WithKeepAlive)",
+			threeNodes(), core.WithKeepAlive(10*time.Second))
+	})
+	t.Run("max_hold_negative", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: maximum hold time -1m0s must not be negative (WithMaxHold)", threeNodes(), core.WithMaxHold(-time.Minute))
+	})
+	t.Run("restart_guard_under_ttl", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: restart guard max TTL 1s is shorter than the TTL 10s: a restarted node would count again while locks it forgot still live elsewhere (WithRestartGuard)",
+			threeNodes(), core.WithRestartGuard(time.Second))
+	})
+	t.Run("restart_guard_negative", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: restart guard max TTL -1s must be positive (WithRestartGuard; WithoutRestartGuard turns it off)",
+			threeNodes(), core.WithRestartGuard(-time.Second))
+	})
+	t.Run("restart_guard_over_sharded_nodes", func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		bad(t, "quorumlock: invalid argument: the restart guard (WithRestartGuard) cannot watch any of these nodes: all are sharded",
+			[]core.Node{sharded{plainNode{nodes[0]}}, sharded{plainNode{nodes[1]}}, sharded{plainNode{nodes[2]}}},
+			core.WithRestartGuard(time.Minute))
+	})
+	t.Run("typed_nil_clock_or_strategy", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: clock is nil (WithClock)", threeNodes(), core.WithClock((*memory.ManualClock)(nil)))
+		bad(t, "quorumlock: invalid argument: strategy is nil (WithStrategy)", threeNodes(), core.WithStrategy((*nilStrategy)(nil)))
+	})
+}
+
+// nilStrategy is a strategy type whose nil pointer is the misuse.
+type nilStrategy struct{ core.Strategy }
+
+// zeroLocker returns a Locker that New did not make.
+func zeroLocker() *core.Locker { return new(core.Locker) }
+
+func TestMisuseCalls(t *testing.T) {
+	noop := func(context.Context) error { return nil }
+	t.Run("empty_key", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		const msg = "quorumlock: invalid argument: key is empty"
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, ""); return err }), core.ErrInvalidArgument, msg)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.Acquire(ctx, ""); return err }), core.ErrInvalidArgument, msg)
+		requireMisuse(t, call(t, func(ctx context.Context) error { return l.Do(ctx, "", noop) }), core.ErrInvalidArgument, msg)
+		assert.Equal(t, memory.Calls{}, nodes[0].Calls(), "no node is asked")
+	})
+	t.Run("nil_context", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		const msg = "quorumlock: invalid argument: context is nil"
+		//lint:ignore SA1012 a nil context is the bad input under test
+		requireMisuse(t, call(t, func(context.Context) error { _, err := l.TryAcquire(nil, "k"); return err }), core.ErrInvalidArgument, msg) //nolint:staticcheck
+		//lint:ignore SA1012 a nil context is the bad input under test
+		requireMisuse(t, call(t, func(context.Context) error { _, err := l.Acquire(nil, "k"); return err }), core.ErrInvalidArgument, msg) //nolint:staticcheck
+		//lint:ignore SA1012 a nil context is the bad input under test
+		requireMisuse(t, call(t, func(context.Context) error { return l.Do(nil, "k", noop) }), core.ErrInvalidArgument, msg) //nolint:staticcheck
+	})
+	t.Run("nil_fn", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		requireMisuse(t, call(t, func(ctx context.Context) error { return l.Do(ctx, "k", nil) }), core.ErrInvalidArgument,
+			"quorumlock: invalid argument: fn is nil")
+	})
+	t.Run("context_already_ended", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel2()
+		for _, c := range []struct {
+			ctx    context.Context
+			target error
+			msg    string
+		}{
+			{cancelled, context.Canceled, `quorumlock: acquire "k": lock held by another owner (context canceled): 0 of 3 nodes ok`},
+			{expired, context.DeadlineExceeded, `quorumlock: acquire "k": lock held by another owner (context deadline exceeded): 0 of 3 nodes ok`},
+		} {
+			err := call(t, func(context.Context) error { _, err := l.Acquire(c.ctx, "k"); return err })
+			requireMisuse(t, err, c.target, c.msg)
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+			err = call(t, func(context.Context) error { _, err := l.TryAcquire(c.ctx, "k"); return err })
+			requireMisuse(t, err, c.target, c.msg)
+			err = call(t, func(context.Context) error { return l.Do(c.ctx, "k", noop) })
+			requireMisuse(t, err, c.target, c.msg)
+		}
+		assert.Equal(t, memory.Calls{}, nodes[0].Calls(), "no node is asked")
+	})
+	t.Run("fencing_key_with_brace", func(t *testing.T) {
+		l, _ := newLocker(t, 3, core.WithFencing())
+		err := call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "a}b"); return err })
+		requireMisuse(t, err, core.ErrInvalidArgument,
+			`quorumlock: invalid argument: key "a}b" has no hash tag and contains "}", so no fencing counter can share its cluster slot`)
+		require.ErrorContains(t, err, "put the key in a hash tag, such as {a}b}")
+	})
+	t.Run("birth_key_as_key", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, core.BirthKey); return err }), core.ErrInvalidArgument,
+			`quorumlock: invalid argument: key "quorumlock:birth" is reserved for the restart guard (BirthKey)`)
+	})
+	t.Run("adopt_unknown_node", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		requireMisuse(t, call(t, func(ctx context.Context) error { return l.Adopt(ctx, "10.0.0.9:6379") }), core.ErrInvalidArgument,
+			`quorumlock: invalid argument: adopt: no node is named "10.0.0.9:6379"`)
+	})
+	t.Run("nil_or_zero_locker", func(t *testing.T) {
+		const msg = "quorumlock: invalid argument: nil or zero Locker: make one with core.New"
+		for _, l := range []*core.Locker{nil, zeroLocker()} {
+			requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.Acquire(ctx, "k"); return err }), core.ErrInvalidArgument, msg)
+			requireMisuse(t, call(t, func(ctx context.Context) error { return l.Do(ctx, "k", noop) }), core.ErrInvalidArgument, msg)
+			requireMisuse(t, call(t, func(ctx context.Context) error { return l.Adopt(ctx) }), core.ErrInvalidArgument, msg)
+			requireMisuse(t, call(t, func(context.Context) error { return l.Close() }), core.ErrInvalidArgument, msg)
+		}
+	})
+}
+
+func TestMisuseLock(t *testing.T) {
+	acquire := func(t *testing.T, l *core.Locker, key string) *core.Lock {
+		t.Helper()
+		var lock *core.Lock
+		require.NoError(t, call(t, func(ctx context.Context) error {
+			var err error
+			lock, err = l.TryAcquire(ctx, key)
+			return err
+		}))
+		return lock
+	}
+	release := func(t *testing.T, lock *core.Lock) error {
+		t.Helper()
+		return call(t, func(ctx context.Context) error { return lock.Release(ctx) })
+	}
+	extend := func(t *testing.T, lock *core.Lock) error {
+		t.Helper()
+		return call(t, func(ctx context.Context) error { return lock.Extend(ctx) })
+	}
+	keepAlive := func(t *testing.T, lock *core.Lock) error {
+		t.Helper()
+		return call(t, func(context.Context) error { return lock.KeepAlive() })
+	}
+
+	t.Run("release_twice", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		lock := acquire(t, l, "k")
+		require.NoError(t, release(t, lock))
+		calls := nodes[0].Calls()
+		require.NoError(t, release(t, lock), "a second Release is harmless")
+		assert.Equal(t, calls, nodes[0].Calls(), "and does not reach the nodes")
+	})
+	t.Run("extend_after_release", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		lock := acquire(t, l, "k")
+		require.NoError(t, release(t, lock))
+		requireMisuse(t, extend(t, lock), core.ErrNotHeld, `quorumlock: extend "k": already released: quorumlock: lock not held`)
+		requireMisuse(t, keepAlive(t, lock), core.ErrNotHeld, `quorumlock: keep-alive of "k": already released: quorumlock: lock not held`)
+	})
+	t.Run("extend_after_loss", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		lock := acquire(t, l, "k")
+		for _, n := range nodes {
+			n.Del("k") // gone behind the holder's back
+		}
+		requireMisuse(t, extend(t, lock), core.ErrLockLost, `quorumlock: extend "k": lock lost: 0 of 3 nodes ok, 3 refused`)
+		requireMisuse(t, extend(t, lock), core.ErrLockLost, `quorumlock: extend "k": quorumlock: lock lost`)
+		requireMisuse(t, keepAlive(t, lock), core.ErrLockLost, `quorumlock: lock "k" lost: quorumlock: lock lost`)
+		requireMisuse(t, lock.Err(), core.ErrLockLost, `quorumlock: lock "k" lost`)
+	})
+	t.Run("extend_after_validity_ran_out", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3, core.WithTTL(time.Second))
+			lock := acquire(t, l, "k")
+			time.Sleep(time.Second)
+			err := extend(t, lock)
+			requireMisuse(t, err, core.ErrValidityExpired, `quorumlock: extend "k": no validity left: 0 of 3 nodes ok`)
+			require.ErrorContains(t, err, "validity -12ms")
+			requireMisuse(t, lock.Err(), core.ErrLockLost, `quorumlock: lock "k" lost`)
+		})
+	})
+	t.Run("release_after_expiry", func(t *testing.T) {
+		const ttl = 50 * time.Millisecond
+		l, nodes := newLocker(t, 3, core.WithTTL(ttl), core.WithNodeTimeout(10*time.Millisecond))
+		lock := acquire(t, l, "k")
+		time.Sleep(2 * ttl)
+		requireMisuse(t, release(t, lock), core.ErrNotHeld, `quorumlock: release "k": lock not held: 0 of 3 nodes ok, 3 refused`)
+		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+
+		// The same when another owner took it over in between.
+		lock = acquire(t, l, "k")
+		for _, n := range nodes {
+			n.Set("k", "rival", time.Minute)
+		}
+		requireMisuse(t, release(t, lock), core.ErrNotHeld, `quorumlock: release "k": lock not held: 0 of 3 nodes ok, 3 refused`)
+	})
+	t.Run("nil_lock", func(t *testing.T) {
+		var lock *core.Lock
+		requireMisuse(t, release(t, lock), core.ErrNotHeld, "quorumlock: release of a nil lock: quorumlock: lock not held")
+		requireMisuse(t, extend(t, lock), core.ErrNotHeld, "quorumlock: extend of a nil lock: quorumlock: lock not held")
+		requireMisuse(t, keepAlive(t, lock), core.ErrNotHeld, "quorumlock: keep-alive of a nil lock: quorumlock: lock not held")
+		requireMisuse(t, lock.Err(), core.ErrNotHeld, "quorumlock: nil lock: quorumlock: lock not held")
+		ctx, cancel := lock.Context(t.Context())
+		defer cancel()
+		<-ctx.Done()
+		requireMisuse(t, context.Cause(ctx), core.ErrNotHeld, "quorumlock: nil lock")
+		<-lock.Done()
+		assert.Zero(t, lock.Validity())
+		assert.Zero(t, lock.Token())
+		assert.Empty(t, lock.Key())
+	})
+	t.Run("extend_nil_context", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		lock := acquire(t, l, "k")
+		//lint:ignore SA1012 a nil context is the bad input under test
+		err := call(t, func(context.Context) error { return lock.Extend(nil) }) //nolint:staticcheck
+		requireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: context is nil")
+		require.NoError(t, lock.Err(), "the lock is still held")
+		//lint:ignore SA1012 Release takes a nil context as context.Background()
+		require.NoError(t, call(t, func(context.Context) error { return lock.Release(nil) })) //nolint:staticcheck
+	})
+	t.Run("extend_context_ended", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		lock := acquire(t, l, "k")
+		calls := nodes[0].Calls()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := lock.Extend(ctx)
+		requireMisuse(t, err, context.Canceled, `quorumlock: extend "k": interrupted (context canceled): 0 of 3 nodes ok`)
+		assert.Equal(t, calls, nodes[0].Calls(), "no node is asked")
+		require.NoError(t, lock.Err(), "the lock is still held")
+		require.NoError(t, release(t, lock))
+	})
+	t.Run("keep_alive_without_room", func(t *testing.T) {
+		// New accepts this TTL: only keeping a lock alive needs room.
+		l, _ := newLocker(t, 3, core.WithTTL(10*time.Millisecond), core.WithNodeTimeout(5*time.Millisecond))
+		const msg = "quorumlock: invalid argument: TTL 10ms leaves no room to keep a lock alive: TTL - drift - node timeout = 2.9ms must exceed the keep-alive interval 3.333333ms"
+		lock := acquire(t, l, "k")
+		requireMisuse(t, keepAlive(t, lock), core.ErrInvalidArgument, msg)
+		require.NoError(t, release(t, lock))
+		ran := false
+		err := call(t, func(ctx context.Context) error {
+			return l.Do(ctx, "k", func(context.Context) error { ran = true; return nil })
+		})
+		requireMisuse(t, err, core.ErrInvalidArgument, msg)
+		assert.False(t, ran, "Do does not run fn on a lock it cannot keep")
+	})
+}
+
+func TestMisuseClosed(t *testing.T) {
+	closed := func(t *testing.T) (*core.Locker, *core.Lock) {
+		t.Helper()
+		l, err := core.New(threeNodes())
+		require.NoError(t, err)
+		var lock *core.Lock
+		require.NoError(t, call(t, func(ctx context.Context) error {
+			var err error
+			lock, err = l.TryAcquire(ctx, "k")
+			return err
+		}))
+		require.NoError(t, l.Close())
+		return l, lock
+	}
+	t.Run("acquire_after_close", func(t *testing.T) {
+		l, _ := closed(t)
+		const msg = `quorumlock: acquire "k": quorumlock: locker closed`
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.Acquire(ctx, "k"); return err }), core.ErrClosed, msg)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "k"); return err }), core.ErrClosed, msg)
+		requireMisuse(t, call(t, func(ctx context.Context) error { return l.Do(ctx, "k", func(context.Context) error { return nil }) }), core.ErrClosed, msg)
+	})
+	t.Run("extend_after_close", func(t *testing.T) {
+		_, lock := closed(t)
+		const msg = `quorumlock: extend "k": quorumlock: locker closed`
+		requireMisuse(t, call(t, func(ctx context.Context) error { return lock.Extend(ctx) }), core.ErrClosed, msg)
+		requireMisuse(t, call(t, func(context.Context) error { return lock.KeepAlive() }), core.ErrClosed, msg)
+	})
+	t.Run("release_after_close", func(t *testing.T) {
+		_, lock := closed(t)
+		require.NoError(t, call(t, func(ctx context.Context) error { return lock.Release(ctx) }), "Close released it already")
+		requireMisuse(t, lock.Err(), core.ErrReleased, `quorumlock: lock "k": released`)
+	})
+	t.Run("close_twice", func(t *testing.T) {
+		l, _ := closed(t)
+		require.NoError(t, call(t, func(context.Context) error { return l.Close() }))
+	})
+	t.Run("close_while_acquire_waits", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := memory.NewNodes(3)
+			for _, n := range nodes {
+				n.Set("k", "rival", time.Hour)
+			}
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(time.Minute, time.Minute)))
+			require.NoError(t, err)
+			done := make(chan error, 1)
+			go func() {
+				_, err := l.Acquire(context.Background(), "k")
+				done <- err
+			}()
+			synctest.Wait() // Acquire waits to retry
+			require.NoError(t, l.Close())
+			err = <-done
+			requireMisuse(t, err, core.ErrClosed, `quorumlock: acquire "k": quorumlock: locker closed`)
+			requireMisuse(t, err, core.ErrNotAcquired, `quorumlock: acquire "k": lock held by another owner: 0 of 3 nodes ok, 3 refused`)
+		})
+	})
+}
+
+// readmeSection is the heading of the README's table of bad input.
+const readmeSection = "## Bad input and the errors it gets"
+
+// TestReadmeBadInputTable keeps the README's table of bad input and its
+// tests together: every test a row names (TestX, or TestX/sub for the
+// subtest t.Run("sub", ...) of TestX) must exist in a _test.go file of the
+// repository, and every subtest of a TestMisuse... function must be named
+// by a row.
+func TestReadmeBadInputTable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	named := readmeTestNames(t, string(readme))
+	require.GreaterOrEqual(t, len(named), 60, "the table's rows were not all found")
+
+	tests := repositoryTests(t, "..")
+	for _, name := range named {
+		parent, sub, _ := strings.Cut(name, "/")
+		subs, ok := tests[parent]
+		if !assert.True(t, ok, "the README names %s, but no _test.go file has func %s", name, parent) {
+			continue
+		}
+		if sub != "" {
+			assert.True(t, subs[sub], "the README names %s, but %s has no subtest %q", name, parent, sub)
+		}
+	}
+
+	listed := make(map[string]bool, len(named))
+	for _, name := range named {
+		listed[name] = true
+	}
+	for parent, subs := range tests {
+		if !strings.HasPrefix(parent, "TestMisuse") {
+			continue
+		}
+		assert.True(t, slices.ContainsFunc(named, func(n string) bool { return strings.HasPrefix(n, parent+"/") }),
+			"%s is not named in the README's table", parent)
+		for sub, direct := range subs {
+			if direct {
+				assert.True(t, listed[parent+"/"+sub], "%s/%s is not named in the README's table", parent, sub)
+			}
+		}
+	}
+}
+
+// readmeTestNames returns the test names in the last column of the rows
+// of the README section readmeSection, one row at least per name.
+func readmeTestNames(t *testing.T, readme string) []string {
+	t.Helper()
+	start := strings.Index(readme, "\n"+readmeSection+"\n")
+	require.GreaterOrEqual(t, start, 0, "the README has no section %q", readmeSection)
+	section := readme[start+len(readmeSection)+2:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	name := regexp.MustCompile("`(Test[A-Za-z0-9_]+(?:/[^`]+)?)`")
+	var names []string
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| misuse |") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		require.Len(t, cells, 3, "a row of three cells: %s", line)
+		found := name.FindAllStringSubmatch(cells[2], -1)
+		require.NotEmpty(t, found, "a row without a test: %s", line)
+		for _, m := range found {
+			names = append(names, m[1])
+		}
+	}
+	return names
+}
+
+// repositoryTests returns the test functions of the _test.go files under
+// root, each with the string literals of its body: true for the names of
+// its direct subtests (t.Run("name", ...) on its own *testing.T), false
+// for any other literal (a subtest named in a table of cases).
+func repositoryTests(t *testing.T, root string) map[string]map[string]bool {
+	t.Helper()
+	tests := make(map[string]map[string]bool)
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+				continue
+			}
+			subs := tests[fn.Name.Name]
+			if subs == nil {
+				subs = make(map[string]bool)
+				tests[fn.Name.Name] = subs
+			}
+			collectSubtests(fn, subs)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return tests
+}
+
+// collectSubtests adds to subs the string literals of fn's body, marking
+// those that name its direct subtests.
+func collectSubtests(fn *ast.FuncDecl, subs map[string]bool) {
+	var tname string // fn's *testing.T parameter
+	if params := fn.Type.Params.List; len(params) == 1 && len(params[0].Names) == 1 {
+		tname = params[0].Names[0].Name
+	}
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			sel, ok := n.Fun.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "Run" || len(n.Args) != 2 {
+				return true
+			}
+			recv, ok := sel.X.(*ast.Ident)
+			lit, isLit := n.Args[0].(*ast.BasicLit)
+			if ok && recv.Name == tname && isLit && lit.Kind == token.STRING {
+				if s, err := strconv.Unquote(lit.Value); err == nil {
+					subs[s] = true
+				}
+			}
+		case *ast.BasicLit:
+			if n.Kind == token.STRING {
+				if s, err := strconv.Unquote(n.Value); err == nil && !subs[s] {
+					subs[s] = false
+				}
+			}
+		}
+		return true
+	})
+}
