@@ -30,8 +30,15 @@ purity:
 	@bad=$$($(GO) list -deps $(PURE) | grep -E '$(FORBIDDEN)' || true); \
 	if [ -n "$$bad" ]; then echo "core/strategies depend on: $$bad" >&2; exit 1; fi
 
+## unit: every package's tests with the race detector, except the safety
+## run, which runs alone afterwards (safety): its five servers and 16
+## clients load both cores for half a minute, and the conformance suites'
+## timing checks (a paused server must cost one node timeout, not more)
+## should not share the machine with it.
+SAFETY := ./conformance/safety
 unit:
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v '/conformance/safety$$')
+	$(GO) test -race -count=1 -timeout 10m $(SAFETY)
 
 ## examples: run every program of examples/ as a user would (go run, on
 ## its embedded servers unless REDIS_ADDRS is set), each a few seconds;
