@@ -79,11 +79,23 @@
 // While Lock.Validity is positive, no other client of a correctly configured
 // deployment holds the lock, provided that: the nodes are independent (not
 // replicas of each other), no node loses a held key while the lock is valid
-// (a node that restarts without persistence must stay down for a TTL), and
-// clocks drift less than the drift allowance. A process pause (GC, swap)
+// and votes again before it has expired (the restart guard enforces that
+// for nodes that restart without persistence; see below), and clocks drift
+// less than the drift allowance. A process pause (GC, swap)
 // after checking Validity can still outlast it; a storage layer that must
 // never see a stale writer needs fencing, which the Redlock scheme alone does
 // not give: WithFencing adds it (Lock.Token).
+//
+// # Restart guard
+//
+// A node that restarts without persistence forgets the locks it held. With
+// three nodes or more (or WithRestartGuard), acquisition is a script that
+// also reads the node's birth key (BirthKey: the server's TIME when first
+// needed, never expiring, lost in such a restart), and a node younger than
+// the guard's max TTL does not vote (ErrNodeRestarted, *RestartGuardError).
+// Fresh servers are young too: Locker.Adopt declares servers known to hold
+// no lock. Sharded nodes (a Redis Cluster) are left out: see Sharded and
+// WithRestartGuard.
 //
 // # Choosing a strategy
 //
@@ -142,7 +154,9 @@
 // the same results: Batcher (many scripts in one round trip, used by the
 // keep-alive; without it, calls go one by one) and Watcher (release-notice
 // subscriptions, used to wake waiters; without it, waiters poll). The
-// drivers of this module implement both.
+// drivers of this module implement both. Sharded says a node spreads its
+// keys over several servers, which leaves it out of the restart guard; a
+// node that wraps another must forward it.
 //
 // # Package dependencies
 //

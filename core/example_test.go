@@ -192,3 +192,29 @@ func ExampleLock_Token() {
 	// token 2
 	// token 3
 }
+
+// The restart guard keeps a node that restarted empty from voting for a
+// max TTL; Adopt declares nodes known to hold no lock, such as the servers
+// of a first deployment.
+func ExampleLocker_Adopt() {
+	ctx := context.Background()
+	nodes := memory.NewNodes(3)
+	locker, _ := core.New(memory.AsNodes(nodes), core.WithTries(1), core.WithQuorum(3))
+	defer locker.Close()
+
+	nodes[2].Stop()
+	nodes[2].Start() // back without its data: young to the guard
+	_, err := locker.TryAcquire(ctx, "job")
+	fmt.Println(errors.Is(err, core.ErrNodeRestarted))
+
+	if err := locker.Adopt(ctx, nodes[2].String()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	lock, err := locker.TryAcquire(ctx, "job")
+	fmt.Println(err)
+	_ = lock.Release(ctx)
+	// Output:
+	// true
+	// <nil>
+}
