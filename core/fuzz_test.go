@@ -353,16 +353,8 @@ func FuzzOptions(f *testing.F) {
 		}
 
 		nodes := memory.NewNodes(int(n))
-		var l *core.Locker
-		var err error
-		within(t, "New", func(context.Context) { l, err = core.New(memory.AsNodes(nodes), opts...) })
+		l, err := fuzzNew(t, nodes, opts)
 		if err != nil {
-			if !errors.Is(err, core.ErrInvalidArgument) {
-				t.Fatalf("New(%d nodes, %v): %v, which does not match ErrInvalidArgument", n, opts, err)
-			}
-			if l != nil {
-				t.Fatalf("New returned a Locker with its error %v", err)
-			}
 			return
 		}
 		defer func() {
@@ -498,13 +490,8 @@ func FuzzRestartGuard(f *testing.F) {
 		}
 		opts = append(opts, core.WithTries(1))
 		nodes := memory.NewNodes(int(n))
-		var l *core.Locker
-		var err error
-		within(t, "New", func(context.Context) { l, err = core.New(memory.AsNodes(nodes), opts...) })
+		l, err := fuzzNew(t, nodes, opts)
 		if err != nil {
-			if !errors.Is(err, core.ErrInvalidArgument) {
-				t.Fatalf("New(%d nodes, %v): %v, which does not match ErrInvalidArgument", n, opts, err)
-			}
 			if !off && guard != 0 && guard >= int64(core.DefaultTTL) && ttl == 0 && guard < int64(100*365*24*time.Hour) {
 				t.Fatalf("New refused a guard that covers the TTL: %v", err)
 			}
@@ -555,4 +542,20 @@ func answered(qe *core.QuorumError) bool {
 		}
 	}
 	return false
+}
+
+// fuzzNew runs New over nodes, bounded, and fails t unless it either works
+// or returns no Locker and an error matching ErrInvalidArgument.
+func fuzzNew(t *testing.T, nodes []*memory.Node, opts []core.Option) (*core.Locker, error) {
+	t.Helper()
+	var l *core.Locker
+	var err error
+	within(t, "New", func(context.Context) { l, err = core.New(memory.AsNodes(nodes), opts...) })
+	switch {
+	case err != nil && !errors.Is(err, core.ErrInvalidArgument):
+		t.Fatalf("New(%d nodes, %v): %v, which does not match ErrInvalidArgument", len(nodes), opts, err)
+	case err != nil && l != nil:
+		t.Fatalf("New returned a Locker with its error %v", err)
+	}
+	return l, err
 }

@@ -126,7 +126,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		if !watched {
 			l.guarded = nil
 		}
-		l.guardMin = (o.guard + time.Duration(float64(o.guard)*o.driftFactor) + DriftAllowance).Truncate(time.Millisecond)
+		l.guardMin = (o.guard + o.driftFor(o.guard)).Truncate(time.Millisecond)
 		l.guardMillis = millis(l.guardMin)
 	}
 	return l, nil
@@ -237,13 +237,13 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 // TryAcquire makes one round to take the lock on key, without waiting or
 // retrying. Its errors are those of Acquire.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
 	return l.acquire(ctx, key, 1)
 }
 
 func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
-	if l.zero() {
-		return nil, errZeroLocker
-	}
 	if l.obs == nil {
 		return l.acquireLoop(ctx, key, tries)
 	}
@@ -600,32 +600,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
-	var call nodeCall
-	var counters []int64
-	switch {
-	case fence == "" && l.guarded == nil:
-		call = func(ctx context.Context, i int) (bool, error) {
-			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
-		}
-	case l.guarded == nil:
-		counters = make([]int64, len(l.nodes))
-		kv := []string{rkey, fence, value, l.ttlMillis}
-		keys, args := kv[:2:2], kv[2:]
-		call = func(ctx context.Context, i int) (bool, error) {
-			reply, err := l.eval(ctx, i, ScriptAcquireFenced, keys, args)
-			if err != nil {
-				return false, err
-			}
-			c, ok := reply.(int64)
-			if !ok && reply != nil {
-				return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, ScriptAcquireFenced.name)
-			}
-			counters[i] = c
-			return c > 0, nil
-		}
-	default:
-		call = l.guardedCall(rkey, fence, value, &counters)
-	}
+	call, counters := l.acquireCall(rkey, fence, value)
 
 	var results []NodeResult
 	if woken == wokenByNotice && len(l.nodes) > 1 {
@@ -683,30 +658,40 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	return nil, qe, handed
 }
 
-// guardedCall is the acquisition under the restart guard: on guarded
-// nodes ScriptAcquireGuarded, whose negative answer is a young node's age;
-// on the others (sharded nodes) what the unguarded Locker sends. With
-// fencing, it fills *counters.
-func (l *Locker) guardedCall(rkey, fence, value string, counters *[]int64) nodeCall {
-	var gkeys, fkeys []string
-	if fence == "" {
-		gkeys = []string{rkey, BirthKey}
-	} else {
-		*counters = make([]int64, len(l.nodes))
-		gkeys = []string{rkey, BirthKey, fence}
-		fkeys = []string{rkey, fence}
+// acquireCall is what a round of acquisition asks node i: SET NX PX;
+// with fencing, ScriptAcquireFenced, whose answer is the node's counter
+// (stored in the returned counters); and on the nodes the restart guard
+// watches, ScriptAcquireGuarded, which does either and whose negative
+// answer is a young node's age.
+func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []int64) {
+	ttl := l.o.ttl
+	if fence == "" && l.guarded == nil {
+		return func(ctx context.Context, i int) (bool, error) {
+			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+		}, nil
 	}
-	gargs := []string{value, l.ttlMillis, l.guardMillis}
-	cs := *counters
-	return func(ctx context.Context, i int) (bool, error) {
-		s, keys, args := ScriptAcquireGuarded, gkeys, gargs
-		if !l.guarded[i] {
-			if fence == "" {
-				return l.nodes[i].SetNX(ctx, rkey, value, l.o.ttl)
-			}
-			s, keys, args = ScriptAcquireFenced, fkeys, gargs[:2]
+	var counters []int64
+	var fenced, guarded []string // the scripts' keys
+	args := []string{value, l.ttlMillis, l.guardMillis}
+	if fence != "" {
+		counters = make([]int64, len(l.nodes))
+		fenced = []string{rkey, fence}
+	}
+	if l.guarded != nil {
+		guarded = []string{rkey, BirthKey, fence}
+		if fence == "" {
+			guarded = guarded[:2]
 		}
-		reply, err := l.eval(ctx, i, s, keys, args)
+	}
+	return func(ctx context.Context, i int) (bool, error) {
+		s, keys, a := ScriptAcquireGuarded, guarded, args
+		if l.guarded == nil || !l.guarded[i] {
+			if fence == "" {
+				return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+			}
+			s, keys, a = ScriptAcquireFenced, fenced, args[:2]
+		}
+		reply, err := l.eval(ctx, i, s, keys, a)
 		if err != nil {
 			return false, err
 		}
@@ -716,11 +701,11 @@ func (l *Locker) guardedCall(rkey, fence, value string, counters *[]int64) nodeC
 			return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.name)
 		case c < 0:
 			return false, &RestartGuardError{Age: time.Duration(-1-c) * time.Millisecond, MinAge: l.guardMin}
-		case cs != nil:
-			cs[i] = c
+		case counters != nil:
+			counters[i] = c
 		}
 		return c > 0, nil
-	}
+	}, counters
 }
 
 // notTried is the error of an operation that did not get to ask any node.

@@ -340,19 +340,21 @@ func TestMisuseLock(t *testing.T) {
 		})
 	})
 	t.Run("release_after_expiry", func(t *testing.T) {
-		const ttl = 50 * time.Millisecond
-		l, nodes := newLocker(t, 3, core.WithTTL(ttl), core.WithNodeTimeout(10*time.Millisecond))
-		lock := acquire(t, l, "k")
-		time.Sleep(2 * ttl)
-		requireMisuse(t, release(t, lock), core.ErrNotHeld, `quorumlock: release "k": lock not held: 0 of 3 nodes ok, 3 refused`)
-		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		synctest.Test(t, func(t *testing.T) {
+			const ttl = 50 * time.Millisecond
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl), core.WithNodeTimeout(10*time.Millisecond))
+			lock := acquire(t, l, "k")
+			time.Sleep(2 * ttl) // the bubble's clock: the keys expire
+			requireMisuse(t, release(t, lock), core.ErrNotHeld, `quorumlock: release "k": lock not held: 0 of 3 nodes ok, 3 refused`)
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
 
-		// The same when another owner took it over in between.
-		lock = acquire(t, l, "k")
-		for _, n := range nodes {
-			n.Set("k", "rival", time.Minute)
-		}
-		requireMisuse(t, release(t, lock), core.ErrNotHeld, `quorumlock: release "k": lock not held: 0 of 3 nodes ok, 3 refused`)
+			// The same when another owner took it over in between.
+			lock = acquire(t, l, "k")
+			for _, n := range nodes {
+				n.Set("k", "rival", time.Minute)
+			}
+			requireMisuse(t, release(t, lock), core.ErrNotHeld, `quorumlock: release "k": lock not held: 0 of 3 nodes ok, 3 refused`)
+		})
 	})
 	t.Run("nil_lock", func(t *testing.T) {
 		var lock *core.Lock

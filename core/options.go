@@ -253,7 +253,6 @@ func WithWakeOnRelease(on bool) Option {
 	return optionFunc{func(o *options) { o.wake = on }, "WithWakeOnRelease(" + strconv.FormatBool(on) + ")"}
 }
 
-// drift is the time set aside for clock drift for one TTL.
 // WithRestartGuard turns the restart guard on, with maxTTL the longest
 // TTL that any Locker uses on these servers.
 //
@@ -301,8 +300,12 @@ func WithoutRestartGuard() Option {
 	return optionFunc{func(o *options) { o.guard, o.guardSet = 0, true }, "WithoutRestartGuard()"}
 }
 
-func (o *options) drift() time.Duration {
-	return time.Duration(float64(o.ttl)*o.driftFactor) + DriftAllowance
+// drift is the time set aside for clock drift for one TTL.
+func (o *options) drift() time.Duration { return o.driftFor(o.ttl) }
+
+// driftFor is the time set aside for clock drift over d.
+func (o *options) driftFor(d time.Duration) time.Duration {
+	return time.Duration(float64(d)*o.driftFactor) + DriftAllowance
 }
 
 func (o *options) validate(n int) error {
@@ -370,7 +373,7 @@ func (o *options) validate(n int) error {
 		return invalid("restart guard max TTL %v must be positive (WithRestartGuard; WithoutRestartGuard turns it off)", o.guard)
 	case o.guard > 0 && o.guard < o.ttl:
 		return invalid("restart guard max TTL %v is shorter than the TTL %v: a restarted node would count again while locks it forgot still live elsewhere (WithRestartGuard)", o.guard, o.ttl)
-	case o.guard > 0 && o.guard > maxGuard:
+	case o.guard > maxGuard:
 		return invalid("restart guard max TTL %v is longer than %v (WithRestartGuard)", o.guard, maxGuard)
 	}
 	return nil

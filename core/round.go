@@ -32,12 +32,17 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 			ok, err := call(actx, i)
 			res := &results[i]
 			res.Latency = l.o.clock.Now().Sub(start)
-			// A call the caller or the strategy cut off is no node failure.
-			// A deadline that has passed counts even before its context's
-			// timer has fired: a driver's socket deadline (the same
-			// instant) can beat it, with a bare i/o timeout.
-			cut := ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled) || deadlinePassed(ctx)
-			res.Outcome, res.Err = l.outcome(i, ok, err, cut, actx.Err() != nil || deadlinePassed(actx), timeout)
+			// Only a failed call needs to know why (an answer is an
+			// answer): a call the caller or the strategy cut off is no node
+			// failure, and a deadline that has passed counts even before
+			// its context's timer has fired (a driver's socket deadline, at
+			// the same instant, can beat it with a bare i/o timeout).
+			var cut, timedOut bool
+			if err != nil {
+				cut = ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled) || deadlinePassed(ctx)
+				timedOut = actx.Err() != nil || deadlinePassed(actx)
+			}
+			res.Outcome, res.Err = l.outcome(i, ok, err, cut, timedOut, timeout)
 			return res.Outcome == OutcomeOK
 		},
 	}, votes)

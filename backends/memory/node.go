@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 // Errors a Node returns. Classify maps ErrNoScript to core.KindNoScript,
@@ -75,16 +76,6 @@ func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Befor
 type Calls struct {
 	SetNX, EvalSHA, Eval, Batches, Watches int
 	Acquires                               int
-}
-
-// isAcquire reports whether a script (by SHA or by source) acquires.
-func isAcquire(sha, source string) bool {
-	for _, s := range [...]*core.Script{core.ScriptAcquireGuarded, core.ScriptAcquireFenced} {
-		if sha == s.SHA() || source == s.Source() {
-			return true
-		}
-	}
-	return false
 }
 
 // Option configures a Node.
@@ -210,7 +201,7 @@ func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	if err := n.enter(ctx, func(c *Calls) {
 		c.EvalSHA++
-		if isAcquire(sha, "") {
+		if nodeutil.IsAcquisition(sha, "") {
 			c.Acquires++
 		}
 	}); err != nil {
@@ -228,7 +219,7 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	if err := n.enter(ctx, func(c *Calls) {
 		c.Eval++
-		if isAcquire("", script) {
+		if nodeutil.IsAcquisition("", script) {
 			c.Acquires++
 		}
 	}); err != nil {
@@ -422,16 +413,11 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if e, ok := n.data[keys[0]]; ok && e.live(now) {
-			return int64(0), nil, n.reply()
-		}
-		counter, err := n.counter(keys[1], now)
+		answer, err := n.setNX(keys[0], args[0], ttl, keys[1], now)
 		if err != nil {
 			return nil, nil, err
 		}
-		n.data[keys[0]] = entry{value: args[0], expires: now.Add(ttl)}
-		n.data[keys[1]] = entry{value: strconv.FormatInt(counter+1, 10)}
-		return counter + 1, nil, n.reply()
+		return answer, nil, n.reply()
 	case core.ScriptAcquireGuarded:
 		if len(keys) < 2 || len(keys) > 3 || len(args) != 3 {
 			return nil, nil, errors.New("ERR acquire-guarded script takes 2 or 3 keys and 3 arguments")
@@ -453,19 +439,15 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		if age := max(ms-born, 0); born != 0 && age < minAge { // 0: adopted
 			return -1 - age, nil, n.reply()
 		}
-		if e, ok := n.data[keys[0]]; ok && e.live(now) {
-			return int64(0), nil, n.reply()
+		fence := ""
+		if len(keys) == 3 {
+			fence = keys[2]
 		}
-		n.data[keys[0]] = entry{value: args[0], expires: now.Add(ttl)}
-		if len(keys) == 2 {
-			return int64(1), nil, n.reply()
-		}
-		counter, err := n.counter(keys[2], now)
+		answer, err := n.setNX(keys[0], args[0], ttl, fence, now)
 		if err != nil {
 			return nil, nil, err
 		}
-		n.data[keys[2]] = entry{value: strconv.FormatInt(counter+1, 10)}
-		return counter + 1, nil, n.reply()
+		return answer, nil, n.reply()
 	case core.ScriptAdopt:
 		if len(keys) != 1 || len(args) != 0 {
 			return nil, nil, errors.New("ERR adopt script takes 1 key and no arguments")
@@ -490,6 +472,25 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		return int64(1), nil, n.reply()
 	}
 	return nil, nil, fmt.Errorf("memory: script %q has no implementation", s.Name())
+}
+
+// setNX sets key to value for ttl unless it is live, as SET NX PX does,
+// and answers 0 when it was, else 1 or, with a fencing counter, the
+// counter incremented; n.mu is held.
+func (n *Node) setNX(key, value string, ttl time.Duration, counter string, now time.Time) (int64, error) {
+	if e, ok := n.data[key]; ok && e.live(now) {
+		return 0, nil
+	}
+	var c int64
+	if counter != "" {
+		var err error
+		if c, err = n.counter(counter, now); err != nil {
+			return 0, err
+		}
+		n.data[counter] = entry{value: strconv.FormatInt(c+1, 10)}
+	}
+	n.data[key] = entry{value: value, expires: now.Add(ttl)}
+	return c + 1, nil
 }
 
 // pop takes the oldest item of the list at key; n.mu is held.

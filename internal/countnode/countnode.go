@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 // Counts are the calls made on a wrapped node so far. A batch counts once
@@ -21,16 +22,6 @@ import (
 type Counts struct {
 	SetNX, EvalSHA, Eval, Batches, Watches atomic.Int64
 	Acquires                               atomic.Int64
-}
-
-// isAcquire reports whether a script (by SHA or by source) acquires.
-func isAcquire(sha, source string) bool {
-	for _, s := range [...]*core.Script{core.ScriptAcquireGuarded, core.ScriptAcquireFenced} {
-		if sha == s.SHA() || source == s.Source() {
-			return true
-		}
-	}
-	return false
 }
 
 // RoundTrips is the number of requests the node sent to its server: one
@@ -72,7 +63,7 @@ func (n *node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 
 func (n *node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	n.counts.EvalSHA.Add(1)
-	if isAcquire(sha, "") {
+	if nodeutil.IsAcquisition(sha, "") {
 		n.counts.Acquires.Add(1)
 	}
 	return n.Node.EvalSHA(ctx, sha, keys, args)
@@ -80,7 +71,7 @@ func (n *node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 
 func (n *node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	n.counts.Eval.Add(1)
-	if isAcquire("", script) {
+	if nodeutil.IsAcquisition("", script) {
 		n.counts.Acquires.Add(1)
 	}
 	return n.Node.Eval(ctx, script, keys, args)
