@@ -359,7 +359,10 @@ func (k *Lock) release(ctx context.Context) error {
 	}
 
 	l := k.locker
-	start := l.o.clock.Now()
+	var start time.Time // read only for an Observer
+	if l.obs != nil {
+		start = l.o.clock.Now()
+	}
 	// Stop the keep-alive first, so that no renewal follows the release.
 	k.relErr.key = k.key
 	k.finish(stateReleased, &k.relErr)
