@@ -18,16 +18,7 @@ import (
 func BenchmarkDrivers(b *testing.B) {
 	addrs := startServers(b, 3)
 	for _, d := range benchDrivers {
-		nodes := make([]core.Node, len(addrs))
-		for i, a := range addrs {
-			n, closeClient, err := d.factory(a)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = closeClient() })
-			nodes[i] = n
-		}
-		l, err := core.New(nodes, core.WithStrategy(strategies.Parallel()))
+		l, err := core.New(benchNodes(b, d.factory, addrs), core.WithStrategy(strategies.Parallel()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -81,16 +72,7 @@ func BenchmarkRestartGuard(b *testing.B) {
 			{"on", core.WithRestartGuard(core.DefaultTTL)},
 			{"off", core.WithoutRestartGuard()},
 		} {
-			nodes := make([]core.Node, len(addrs))
-			for i, a := range addrs {
-				n, closeClient, err := d.factory(a)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { _ = closeClient() })
-				nodes[i] = n
-			}
-			l, err := core.New(nodes, guard.opt)
+			l, err := core.New(benchNodes(b, d.factory, addrs), guard.opt)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -40,18 +40,28 @@ func startServers(b *testing.B, n int) []string {
 	return addrs
 }
 
-// countedNodes makes one node per server with factory, each wrapped to
-// count its calls (keeping its capabilities), closed when b ends.
-func countedNodes(b *testing.B, factory redistest.NodeFactory, addrs []string) ([]core.Node, []*countnode.Counts) {
+// benchNodes makes one node per server with factory, closed when b ends.
+func benchNodes(b *testing.B, factory redistest.NodeFactory, addrs []string) []core.Node {
 	b.Helper()
 	nodes := make([]core.Node, len(addrs))
-	counts := make([]*countnode.Counts, len(addrs))
 	for i, a := range addrs {
 		n, closeClient, err := factory(a)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = closeClient() })
+		nodes[i] = n
+	}
+	return nodes
+}
+
+// countedNodes is benchNodes with each node wrapped to count its calls
+// (keeping its capabilities).
+func countedNodes(b *testing.B, factory redistest.NodeFactory, addrs []string) ([]core.Node, []*countnode.Counts) {
+	b.Helper()
+	nodes := benchNodes(b, factory, addrs)
+	counts := make([]*countnode.Counts, len(nodes))
+	for i, n := range nodes {
 		nodes[i], counts[i] = countnode.Wrap(n)
 	}
 	return nodes, counts

@@ -33,78 +33,44 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"time"
 
-	redigo "github.com/gomodule/redigo/redis"
 	goredislib "github.com/redis/go-redis/v9"
 	rueidislib "github.com/redis/rueidis"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
-	qredigo "github.com/quorumlock/quorumlock/backends/redigo"
+	"github.com/quorumlock/quorumlock/backends/redigo"
 	"github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/conformance/safety"
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// goredisNode closes its client with the Locker.
-type goredisNode struct {
-	*goredis.Node
-	client *goredislib.Client
-}
-
-func (n goredisNode) Close() error { return n.client.Close() }
-
-// redigoNode closes its pool with the Locker.
-type redigoNode struct {
-	*qredigo.Node
-	pool *redigo.Pool
-}
-
-func (n redigoNode) Close() error { return n.pool.Close() }
-
-var drivers = map[string]safety.NodeFactory{
-	"goredis": func(addr string) (core.Node, error) {
+var drivers = map[string]redistest.NodeFactory{
+	"goredis": func(addr string) (core.Node, func() error, error) {
 		c := goredislib.NewClient(goredis.ClientOptions(addr))
 		n, err := goredis.New(c)
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		return goredisNode{n, c}, nil
+		return n, c.Close, err
 	},
-	"redigo": func(addr string) (core.Node, error) {
-		p := qredigo.NewPool(addr)
-		n, err := qredigo.New(p)
-		if err != nil {
-			p.Close()
-			return nil, err
-		}
-		return redigoNode{n, p}, nil
+	"redigo": func(addr string) (core.Node, func() error, error) {
+		p := redigo.NewPool(addr)
+		n, err := redigo.New(p, redigo.WithName(addr))
+		return n, p.Close, err
 	},
-	"rueidis": func(addr string) (core.Node, error) {
+	"rueidis": func(addr string) (core.Node, func() error, error) {
 		c, err := rueidislib.NewClient(rueidis.ClientOption(addr))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		n, err := rueidis.New(c, rueidis.CloseClient())
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		return n, nil
+		n, err := rueidis.New(c)
+		return n, func() error { c.Close(); return nil }, err
 	},
 }
-
-// quiet drops go-redis's own log lines: failed dials to a node that is
-// down are the point of the run.
-type quiet struct{}
-
-func (quiet) Printf(context.Context, string, ...any) {}
 
 func main() {
 	seeds := flag.Int("seeds", 50, "runs")
@@ -118,16 +84,10 @@ func main() {
 	noGuard := flag.Bool("no-guard", false, "turn the restart guard off")
 	verbose := flag.Bool("v", false, "print the schedule and every fault")
 	flag.Parse()
-	goredislib.SetLogger(quiet{})
+	redistest.QuietRedisLogs() // failed dials to a node that is down are the point of the run
 	log.SetFlags(0)
 
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range drivers {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(drivers))
 	if *driver != "all" {
 		if _, ok := drivers[*driver]; !ok {
 			log.Fatalf("chaos: unknown driver %q (want %s or all)", *driver, strings.Join(names, ", "))
@@ -213,13 +173,7 @@ func printTotals(w io.Writer, t *safety.Report, seeds int, elapsed time.Duration
 	fmt.Fprintf(w, "acquisitions:        %d (critical sections used: %d; granted with too little validity to use: %d)\n", t.Acquisitions, t.Sections, t.Unused)
 	failed := 0
 	var parts []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range t.Failures {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(t.Failures)) {
 		failed += t.Failures[k]
 		parts = append(parts, fmt.Sprintf("%s %d", k, t.Failures[k]))
 	}

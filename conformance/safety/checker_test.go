@@ -1,6 +1,7 @@
 package safety_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -62,20 +63,25 @@ func TestCheck(t *testing.T) {
 func TestHistory(t *testing.T) {
 	h := safety.NewHistory()
 	a := h.Now()
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	for i := range 8 {
-		go func() {
-			defer func() { done <- struct{}{} }()
+		wg.Go(func() {
 			h.Add(safety.Section{Client: i, Key: "k", Start: h.Now(), End: h.Now(), ValidUntil: time.Hour})
-		}()
+		})
 	}
-	for range 8 {
-		<-done
-	}
+	wg.Wait()
+	b := h.Now()
+	assert.Positive(t, b, "the clock runs from NewHistory")
 	got := h.Sections()
 	require.Len(t, got, 8)
+	clients := map[int]bool{}
 	for _, s := range got {
+		clients[s.Client] = true
 		assert.GreaterOrEqual(t, s.Start, a, "one monotonic clock")
 		assert.GreaterOrEqual(t, s.End, s.Start)
+		assert.LessOrEqual(t, s.End, b)
 	}
+	assert.Len(t, clients, 8, "every client's section is kept")
+	got[0].Key = "changed"
+	assert.Equal(t, "k", h.Sections()[0].Key, "Sections returns a copy")
 }

@@ -19,10 +19,6 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// NodeFactory builds the node of the backend under test for the server at
-// addr (a fault proxy's address).
-type NodeFactory func(addr string) (core.Node, error)
-
 // Config is one safety run.
 type Config struct {
 	Seed     int64
@@ -36,7 +32,9 @@ type Config struct {
 	Kinds       []FaultKind   // default AllFaults
 	Fencing     bool          // record tokens and check that they grow
 	Options     []core.Option // more options for every Locker
-	NewNode     NodeFactory   // required
+	// NewNode makes a node of the backend under test for a fault proxy's
+	// address (required); the run closes its client after its Locker.
+	NewNode redistest.NodeFactory
 	// Logf, when set, receives the schedule and each fault as injected.
 	Logf func(format string, args ...any)
 }
@@ -213,8 +211,14 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Seed: cfg.Seed, Failures: map[string]int{}, Faults: map[FaultKind]int{}}
 
-	lockers := make([]*core.Locker, cfg.Clients)
+	var closeClients []func() error
 	defer func() {
+		for _, c := range closeClients {
+			_ = c()
+		}
+	}()
+	lockers := make([]*core.Locker, cfg.Clients)
+	defer func() { // before the clients
 		for _, l := range lockers {
 			if l != nil {
 				_ = l.Close()
@@ -228,9 +232,14 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	for c := range lockers {
 		nodes := make([]core.Node, cfg.Nodes)
 		for i, addr := range rig.Addrs() {
-			if nodes[i], err = cfg.NewNode(addr); err != nil {
+			n, closeClient, err := cfg.NewNode(addr)
+			if closeClient != nil {
+				closeClients = append(closeClients, closeClient)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("safety: node for %s: %w", addr, err)
 			}
+			nodes[i] = n
 		}
 		if lockers[c], err = core.New(nodes, opts...); err != nil {
 			return nil, err
@@ -247,40 +256,34 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 
+	var mu sync.Mutex // guards rep and faultErrs while the run goes on
+	var faultErrs []error
+
 	// The faults, each on its own goroutine, each healing itself after its
 	// duration (even once the clients have stopped).
 	var faultWG sync.WaitGroup
-	var faultMu sync.Mutex
-	var faultErrs []error
 	faultWG.Go(func() {
-		t := time.NewTimer(0)
-		defer t.Stop()
-		<-t.C
 		for _, f := range faults {
-			t.Reset(f.At - hist.Now())
-			select {
-			case <-t.C:
-			case <-runCtx.Done():
+			if waitCtx(runCtx, f.At-hist.Now()) != nil {
 				return
 			}
 			if f.Kind == ClientPause {
 				stalls[f.Target].Store(int64(f.Duration))
 			}
-			faultMu.Lock()
+			mu.Lock()
 			rep.Faults[f.Kind]++
-			faultMu.Unlock()
+			mu.Unlock()
 			cfg.Logf("inject %v", f)
 			faultWG.Go(func() {
 				if err := inject(ctx, rig, f); err != nil {
-					faultMu.Lock()
+					mu.Lock()
 					faultErrs = append(faultErrs, fmt.Errorf("%v: %w", f, err))
-					faultMu.Unlock()
+					mu.Unlock()
 				}
 			})
 		}
 	})
 
-	var mu sync.Mutex // guards rep's counters while clients run
 	var clients sync.WaitGroup
 	for c, l := range lockers {
 		clients.Go(func() {

@@ -96,12 +96,18 @@ func Schedule(cfg ScheduleConfig) []Fault {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 	}
 	busyUntil := make([]time.Duration, cfg.Nodes)
-	first := rng.Perm(len(kinds))
+	// first queues one of each kind, in a random order; a kind that finds
+	// no free node goes back to the end of the queue.
+	var first []FaultKind
+	for _, i := range rng.Perm(len(kinds)) {
+		first = append(first, kinds[i])
+	}
 	var out []Fault
-	for at, i := between(100*time.Millisecond, 300*time.Millisecond), 0; at < cfg.Duration; at, i = at+between(100*time.Millisecond, 400*time.Millisecond), i+1 {
+	for at := between(100*time.Millisecond, 300*time.Millisecond); at < cfg.Duration; at += between(100*time.Millisecond, 400*time.Millisecond) {
 		kind := kinds[rng.IntN(len(kinds))]
-		if i < len(first) {
-			kind = kinds[first[i]]
+		queued := len(first) > 0
+		if queued {
+			kind, first = first[0], first[1:]
 		}
 		f := Fault{At: at, Kind: kind}
 		switch kind {
@@ -134,8 +140,8 @@ func Schedule(cfg ScheduleConfig) []Fault {
 			}
 		}
 		if faulty >= cfg.MaxFaulty || len(free) == 0 {
-			if i < len(first) {
-				first = append(first, first[i]) // try this kind again later
+			if queued {
+				first = append(first, kind)
 			}
 			continue
 		}

@@ -39,35 +39,24 @@ type floorNode interface {
 func openFloor(drv string) func([]string) (Instance, error) {
 	return func(addrs []string) (Instance, error) {
 		ctx := context.Background()
-		nodes := make([]floorNode, len(addrs))
-		var cl closers
-		fail := func(err error) (Instance, error) { return nil, errors.Join(err, cl.close()) }
-		switch drv {
-		case "goredis":
-			clients, c := goredisClients(addrs)
-			cl = c
-			for i, client := range clients {
-				sha, err := client.ScriptLoad(ctx, releaseScript).Result()
+		nodes, cl, err := perServer[floorNode]{
+			goredis: func(c *goredis.Client, addr string) (floorNode, error) {
+				sha, err := c.ScriptLoad(ctx, releaseScript).Result()
 				if err != nil {
-					return fail(fmt.Errorf("floor: SCRIPT LOAD on %s: %w", addrs[i], err))
+					return nil, fmt.Errorf("SCRIPT LOAD on %s: %w", addr, err)
 				}
-				nodes[i] = &floorGoredis{client, sha}
-			}
-		case "rueidis":
-			clients, c, err := rueidisClients(addrs)
-			if err != nil {
-				return nil, err
-			}
-			cl = c
-			for i, client := range clients {
-				sha, err := client.Do(ctx, client.B().ScriptLoad().Script(releaseScript).Build()).ToString()
+				return &floorGoredis{c, sha}, nil
+			},
+			rueidis: func(c rueidis.Client, addr string) (floorNode, error) {
+				sha, err := c.Do(ctx, c.B().ScriptLoad().Script(releaseScript).Build()).ToString()
 				if err != nil {
-					return fail(fmt.Errorf("floor: SCRIPT LOAD on %s: %w", addrs[i], err))
+					return nil, fmt.Errorf("SCRIPT LOAD on %s: %w", addr, err)
 				}
-				nodes[i] = &floorRueidis{client, sha}
-			}
-		default:
-			return nil, fmt.Errorf("floor: unknown driver %q", drv)
+				return &floorRueidis{c, sha}, nil
+			},
+		}.open(drv, addrs)
+		if err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
 		}
 		return &floor{nodes: nodes, quorum: len(nodes)/2 + 1, clients: cl}, nil
 	}

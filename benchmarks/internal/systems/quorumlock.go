@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
 	qlgoredis "github.com/quorumlock/quorumlock/backends/goredis"
 	qlredigo "github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
@@ -26,44 +30,15 @@ var quorumlockStrategies = []struct {
 // strategy that strategy makes, other options at their defaults.
 func openQuorumlock(drv string, strategy func() core.Strategy) func([]string) (Instance, error) {
 	return func(addrs []string) (Instance, error) {
-		nodes := make([]core.Node, len(addrs))
-		var cl closers
-		switch drv {
-		case "goredis":
-			clients, c := goredisClients(addrs)
-			cl = c
-			for i, client := range clients {
-				n, err := qlgoredis.New(client)
-				if err != nil {
-					return nil, errors.Join(err, cl.close())
-				}
-				nodes[i] = n
-			}
-		case "redigo":
-			pools, c := redigoPools(addrs)
-			cl = c
-			for i, pool := range pools {
-				n, err := qlredigo.New(pool, qlredigo.WithName(addrs[i]))
-				if err != nil {
-					return nil, errors.Join(err, cl.close())
-				}
-				nodes[i] = n
-			}
-		case "rueidis":
-			clients, c, err := rueidisClients(addrs)
-			if err != nil {
-				return nil, err
-			}
-			cl = c
-			for i, client := range clients {
-				n, err := qlrueidis.New(client)
-				if err != nil {
-					return nil, errors.Join(err, cl.close())
-				}
-				nodes[i] = n
-			}
-		default:
-			return nil, fmt.Errorf("quorumlock: unknown driver %q", drv)
+		nodes, cl, err := perServer[core.Node]{
+			goredis: func(c *goredis.Client, _ string) (core.Node, error) { return qlgoredis.New(c) },
+			redigo: func(p *redigo.Pool, addr string) (core.Node, error) {
+				return qlredigo.New(p, qlredigo.WithName(addr))
+			},
+			rueidis: func(c rueidis.Client, _ string) (core.Node, error) { return qlrueidis.New(c) },
+		}.open(drv, addrs)
+		if err != nil {
+			return nil, fmt.Errorf("quorumlock: %w", err)
 		}
 		locker, err := core.New(nodes, core.WithStrategy(strategy()))
 		if err != nil {

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	redigo "github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
 	"github.com/go-redsync/redsync/v4"
 	rsredis "github.com/go-redsync/redsync/v4/redis"
 	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -18,32 +22,15 @@ import (
 // (8 s expiry, 32 tries 50-250 ms apart, quorum N/2+1).
 func openRedsync(drv string) func([]string) (Instance, error) {
 	return func(addrs []string) (Instance, error) {
-		pools := make([]rsredis.Pool, len(addrs))
-		var cl closers
-		switch drv {
-		case "goredis":
-			clients, c := goredisClients(addrs)
-			cl = c
-			for i, client := range clients {
-				pools[i] = rsgoredis.NewPool(client)
-			}
-		case "redigo":
-			rps, c := redigoPools(addrs)
-			cl = c
-			for i, p := range rps {
-				pools[i] = rsredigo.NewPool(p)
-			}
-		case "rueidis":
-			clients, c, err := rueidisClients(addrs)
-			if err != nil {
-				return nil, err
-			}
-			cl = c
-			for i, client := range clients {
-				pools[i] = rsrueidis.NewPool(rueidiscompat.NewAdapter(client))
-			}
-		default:
-			return nil, fmt.Errorf("redsync: unknown driver %q", drv)
+		pools, cl, err := perServer[rsredis.Pool]{
+			goredis: func(c *goredis.Client, _ string) (rsredis.Pool, error) { return rsgoredis.NewPool(c), nil },
+			redigo:  func(p *redigo.Pool, _ string) (rsredis.Pool, error) { return rsredigo.NewPool(p), nil },
+			rueidis: func(c rueidis.Client, _ string) (rsredis.Pool, error) {
+				return rsrueidis.NewPool(rueidiscompat.NewAdapter(c)), nil
+			},
+		}.open(drv, addrs)
+		if err != nil {
+			return nil, fmt.Errorf("redsync: %w", err)
 		}
 		return &redsyncInstance{rs: redsync.New(pools...), clients: cl}, nil
 	}

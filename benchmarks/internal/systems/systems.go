@@ -107,6 +107,51 @@ func (c closers) close() error {
 	return errors.Join(errs...)
 }
 
+// perServer makes a system's per-server value (a node, a pool) from a
+// client of one server, for each driver the system runs over: the driver's
+// function gets the client and the server's address.
+type perServer[T any] struct {
+	goredis func(c *goredis.Client, addr string) (T, error)
+	redigo  func(p *redigo.Pool, addr string) (T, error)
+	rueidis func(c rueidis.Client, addr string) (T, error)
+}
+
+// open makes one client of driver drv per address (with quorumlock's
+// settings) and one T from each, and returns them with the clients'
+// closers. A driver without a function is an error; on any error it
+// closes the clients it made.
+func (ps perServer[T]) open(drv string, addrs []string) ([]T, closers, error) {
+	var (
+		cl closers
+		mk func(i int) (T, error)
+	)
+	switch {
+	case drv == "goredis" && ps.goredis != nil:
+		clients, c := goredisClients(addrs)
+		cl, mk = c, func(i int) (T, error) { return ps.goredis(clients[i], addrs[i]) }
+	case drv == "redigo" && ps.redigo != nil:
+		pools, c := redigoPools(addrs)
+		cl, mk = c, func(i int) (T, error) { return ps.redigo(pools[i], addrs[i]) }
+	case drv == "rueidis" && ps.rueidis != nil:
+		clients, c, err := rueidisClients(addrs)
+		if err != nil {
+			return nil, nil, err
+		}
+		cl, mk = c, func(i int) (T, error) { return ps.rueidis(clients[i], addrs[i]) }
+	default:
+		return nil, nil, fmt.Errorf("unknown driver %q", drv)
+	}
+	out := make([]T, len(addrs))
+	for i := range out {
+		v, err := mk(i)
+		if err != nil {
+			return nil, nil, errors.Join(err, cl.close())
+		}
+		out[i] = v
+	}
+	return out, cl, nil
+}
+
 // goredisClients returns one go-redis client per address, with quorumlock's
 // settings (goredis.ClientOptions).
 func goredisClients(addrs []string) ([]*goredis.Client, closers) {
