@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 // runLockerProperties checks a Locker over n nodes of the backend.
@@ -292,7 +293,7 @@ func (c cancelAfterSet) SetNX(ctx context.Context, key, value string, ttl time.D
 
 func (c cancelAfterSet) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	reply, err := c.Node.EvalSHA(ctx, sha, keys, args)
-	if sha == core.ScriptAcquireGuarded.SHA() || sha == core.ScriptAcquireFenced.SHA() {
+	if nodeutil.IsAcquisition(sha, "") {
 		c.cancel()
 	}
 	return reply, err
@@ -300,7 +301,7 @@ func (c cancelAfterSet) EvalSHA(ctx context.Context, sha string, keys, args []st
 
 func (c cancelAfterSet) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	reply, err := c.Node.Eval(ctx, script, keys, args)
-	if script == core.ScriptAcquireGuarded.Source() || script == core.ScriptAcquireFenced.Source() {
+	if nodeutil.IsAcquisition("", script) {
 		c.cancel()
 	}
 	return reply, err
