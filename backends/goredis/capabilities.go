@@ -70,7 +70,8 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 				err = errors.New("goredis: pipeline returned no reply")
 			}
 		}
-		calls[i].Reply, calls[i].Err = reply(v, n.explain(err))
+		v, err = reply(v, err)
+		calls[i].Reply, calls[i].Err = v, n.explain(err)
 	}
 }
 

@@ -6,9 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 func TestExplainClusterReplies(t *testing.T) {
@@ -19,14 +18,7 @@ func TestExplainClusterReplies(t *testing.T) {
 	defer cluster.Close()
 
 	n := &Node{client: single}
-	assert.NoError(t, n.explain(nil))
-	err := n.explain(moved)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorIs(t, err, moved)
-	assert.Contains(t, err.Error(), "MOVED 3999 127.0.0.1:7002: this server is a Redis Cluster member, not an independent master")
-	assert.Contains(t, err.Error(), "redis.NewClusterClient(goredis.ClusterOptions(addrs...))")
-	other := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
-	assert.Equal(t, other, n.explain(other))
+	misusetest.RequireExplains(t, n.explain, moved, "redis.NewClusterClient(goredis.ClusterOptions(addrs...))")
 
 	c := &Node{client: cluster}
 	assert.Equal(t, moved, c.explain(moved), "a cluster client's own redirection is left alone")

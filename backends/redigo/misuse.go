@@ -10,6 +10,10 @@ const clusterAdvice = "redigo has no cluster client; build one node over the who
 // error that says what is wrong: the pool's server is a cluster member,
 // given where an independent master was expected (see
 // nodeutil.ExplainCluster). A redigo pool always talks to one server.
+// It is called on every reply: a nil err costs a comparison, inlined.
 func (n *Node) explain(err error) error {
+	if err == nil {
+		return nil
+	}
 	return nodeutil.ExplainCluster(err, clusterAdvice)
 }

@@ -68,8 +68,8 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 	}
 	for j, res := range md.DoMulti(ctx, cmds...) {
 		c := &calls[sent[j]]
-		c.Reply, c.Err = reply(res)
-		c.Err = n.explain(c.Err)
+		v, err := reply(res)
+		c.Reply, c.Err = v, n.explain(err)
 	}
 }
 

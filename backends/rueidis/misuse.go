@@ -9,10 +9,10 @@ const clusterAdvice = "build one node over the whole cluster from a client made 
 
 // explain turns a Redis Cluster reply (MOVED, ASK, CROSSSLOT) that
 // reaches a node over a client of one server (one made with
-// ForceSingleClient) into an error that says what is wrong: the server is a cluster member, given
-// where an independent master was expected (see nodeutil.ExplainCluster).
-// A cluster client follows redirections itself, so one that comes back
-// through it is the cluster's own, left as it is.
+// ForceSingleClient) into an error that says what is wrong: the server is
+// a cluster member, given where an independent master was expected (see
+// nodeutil.ExplainCluster). A cluster client follows redirections itself,
+// so one that comes back through it is the cluster's own, left as it is.
 func (n *Node) explain(err error) error {
 	if err == nil || n.cluster {
 		return err

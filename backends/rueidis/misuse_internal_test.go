@@ -5,22 +5,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 func TestExplainClusterReplies(t *testing.T) {
 	moved := errors.New("MOVED 3999 127.0.0.1:7002")
 	n := &Node{}
-	assert.NoError(t, n.explain(nil))
-	err := n.explain(moved)
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	require.ErrorIs(t, err, moved)
-	assert.Contains(t, err.Error(), "MOVED 3999 127.0.0.1:7002: this server is a Redis Cluster member, not an independent master")
-	assert.Contains(t, err.Error(), "without ForceSingleClient")
-	other := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
-	assert.Equal(t, other, n.explain(other))
+	misusetest.RequireExplains(t, n.explain, moved, "without ForceSingleClient")
 
 	c := &Node{cluster: true}
 	assert.Equal(t, moved, c.explain(moved), "a cluster client's own redirection is left alone")
