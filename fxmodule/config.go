@@ -199,6 +199,11 @@ func (c *Config) driver() string {
 	return d
 }
 
+// strategy returns the normalised strategy name; "" means core's default.
+func (c *Config) strategy() string {
+	return strings.ToLower(strings.TrimSpace(c.Strategy))
+}
+
 func (c *Config) pingTimeout() time.Duration {
 	if c.PingTimeout == 0 {
 		return DefaultPingTimeout
@@ -222,7 +227,7 @@ func (c *Config) validate(name namer) error {
 	default:
 		bad("Driver", "unknown driver %q: want goredis, redigo or rueidis", c.Driver)
 	}
-	switch strings.ToLower(strings.TrimSpace(c.Strategy)) {
+	switch c.strategy() {
 	case "", StrategyParallel, StrategySequential, StrategyFailFast:
 	default:
 		bad("Strategy", "unknown strategy %q: want parallel, sequential or failfast", c.Strategy)
@@ -311,7 +316,7 @@ func (c *Config) coreOptions() []core.Option {
 	if c.StopAtQuorum {
 		sopts = append(sopts, strategies.StopAtQuorum())
 	}
-	switch strings.ToLower(strings.TrimSpace(c.Strategy)) {
+	switch c.strategy() {
 	case StrategySequential:
 		opts = append(opts, core.WithStrategy(strategies.Sequential(sopts...)))
 	case StrategyFailFast:
@@ -343,6 +348,9 @@ func (c *Config) coreOptions() []core.Option {
 //	QUORUMLOCK_KEEP_ALIVE       Go duration
 //	QUORUMLOCK_MAX_HOLD         Go duration
 //	QUORUMLOCK_FENCING          bool
+//	QUORUMLOCK_RESTART_GUARD    Go duration
+//	QUORUMLOCK_RESTART_GUARD_OFF bool (sets DisableRestartGuard)
+//	QUORUMLOCK_ADOPT_NODES      bool
 //	QUORUMLOCK_WAKE_ON_RELEASE  bool (false sets DisableWakeOnRelease)
 //	QUORUMLOCK_USERNAME         string
 //	QUORUMLOCK_PASSWORD         string

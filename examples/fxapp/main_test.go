@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/examples/internal/demo"
 	"github.com/quorumlock/quorumlock/examples/internal/demotest"
+	"github.com/quorumlock/quorumlock/fxmodule"
 )
 
 // TestMain fails the package if any test leaves a goroutine behind: stopping
@@ -22,12 +24,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// clearEnv unsets (for the test) the variables the program reads that a
-// test does not set itself.
+// clearEnv empties (for the test) every QUORUMLOCK_ variable of the
+// environment: the program reads them all, and a test sets its own.
 func clearEnv(t *testing.T) {
 	t.Helper()
-	for _, v := range []string{"DRIVER", "ADDRS", "CLUSTER", "STRATEGY", "TTL", "NODE_TIMEOUT", "KEY_PREFIX", "PASSWORD", "TLS", "TOLERATE_DOWN"} {
-		t.Setenv("QUORUMLOCK_"+v, "")
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, fxmodule.DefaultEnvPrefix+"_") {
+			t.Setenv(name, "")
+		}
 	}
 }
 

@@ -146,11 +146,14 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 // does not fall on one of them only; it prints and returns each median.
 func measure(ctx context.Context, out io.Writer, c *cluster, key string, opts []strategies.Option) (map[string]time.Duration, error) {
 	lockers := []struct {
-		name   string
-		locker *core.Locker
-		took   []time.Duration
+		name     string
+		strategy func(...strategies.Option) strategies.Strategy
+		locker   *core.Locker
+		took     []time.Duration
 	}{
-		{name: "sequential"}, {name: "parallel"}, {name: "failfast"},
+		{name: "sequential", strategy: strategies.Sequential},
+		{name: "parallel", strategy: strategies.Parallel},
+		{name: "failfast", strategy: strategies.FailFast},
 	}
 	defer func() {
 		for _, l := range lockers {
@@ -160,21 +163,12 @@ func measure(ctx context.Context, out io.Writer, c *cluster, key string, opts []
 		}
 	}()
 	for i := range lockers {
-		var s core.Strategy
-		switch lockers[i].name {
-		case "sequential":
-			s = strategies.Sequential(opts...)
-		case "parallel":
-			s = strategies.Parallel(opts...)
-		default:
-			s = strategies.FailFast(opts...)
-		}
 		nodes, err := c.newNodes()
 		if err != nil {
 			return nil, err
 		}
 		l, err := core.New(nodes,
-			core.WithStrategy(s),
+			core.WithStrategy(lockers[i].strategy(opts...)),
 			core.WithNodeTimeout(300*time.Millisecond), // well above the slow node's delay
 		)
 		if err != nil {
@@ -217,7 +211,6 @@ func strategyName(name string, opts []strategies.Option) string {
 // cluster is the set of Redis nodes, node 0 possibly behind the slow proxy.
 type cluster struct {
 	servers *demo.Servers    // embedded, or those of REDIS_ADDRS
-	addrs   []string         // the servers' addresses
 	slow    *slowProxy       // in front of node 0, embedded mode only
 	clients []rueidis.Client // one per node, node 0's through the proxy
 }
@@ -231,7 +224,7 @@ func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
 		return nil, err
 	}
 	addrs = servers.Addrs()
-	c := &cluster{servers: servers, addrs: addrs}
+	c := &cluster{servers: servers}
 	fail := func(err error) (*cluster, error) {
 		c.close()
 		return nil, err
@@ -276,7 +269,7 @@ func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
 func (c *cluster) newNodes() ([]core.Node, error) {
 	var nodes []core.Node
 	for i, client := range c.clients {
-		node, err := qlrueidis.New(client, qlrueidis.WithName(c.addrs[i]))
+		node, err := qlrueidis.New(client, qlrueidis.WithName(c.servers.Addrs()[i]))
 		if err != nil {
 			return nil, err
 		}
@@ -287,11 +280,12 @@ func (c *cluster) newNodes() ([]core.Node, error) {
 
 // where says which servers the demo runs on, for the header.
 func (c *cluster) where() string {
+	addrs := c.servers.Addrs()
 	if c.servers.Embedded() {
 		return fmt.Sprintf("%s, quorum %d;\nnode 0 (%s) is reached through a proxy that delays every request by %v",
-			c.servers.Where(), len(c.addrs)/2+1, c.addrs[0], delay)
+			c.servers.Where(), len(addrs)/2+1, addrs[0], delay)
 	}
-	return fmt.Sprintf("%s, quorum %d; no node is slowed", c.servers.Where(), len(c.addrs)/2+1)
+	return fmt.Sprintf("%s, quorum %d; no node is slowed", c.servers.Where(), len(addrs)/2+1)
 }
 
 // close closes every client, the proxy, then every embedded server.

@@ -104,5 +104,22 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 		}
 		attrs = append(attrs, slog.Attr{Key: "nodes", Value: slog.GroupValue(nodes...)})
 	}
-	l.logger.LogAttrs(ctx, level, "quorumlock "+e.Kind.String(), attrs...)
+	l.logger.LogAttrs(ctx, level, message(e.Kind), attrs...)
+}
+
+// message is the record's message for k: a constant for each kind core
+// has, so that logging an event does not build it.
+func message(k core.EventKind) string {
+	switch k {
+	case core.EventAcquire:
+		return "quorumlock acquire"
+	case core.EventExtend:
+		return "quorumlock extend"
+	case core.EventRelease:
+		return "quorumlock release"
+	case core.EventLost:
+		return "quorumlock lost"
+	default:
+		return "quorumlock " + k.String()
+	}
 }

@@ -85,18 +85,12 @@ const (
 
 // opIndex returns k's index in ops, or -1.
 func opIndex(k core.EventKind) int {
-	switch k {
-	case core.EventAcquire:
-		return 0
-	case core.EventExtend:
-		return 1
-	case core.EventRelease:
-		return 2
-	case core.EventLost:
-		return 3
-	default:
-		return -1
+	for i, op := range ops {
+		if op == k {
+			return i
+		}
 	}
+	return -1
 }
 
 // reasonIndex returns the index in reasons of core.Reason(err).
