@@ -250,9 +250,11 @@ func wakeOnRelease(t *testing.T, h Harness) {
 		lock, err := waiter.Acquire(ctx, k)
 		done <- result{lock, err, time.Now()}
 	}()
-	// With release notices the waiter makes a second round as soon as it
-	// has subscribed, then waits; a release after that round has begun is
-	// seen. Without, it waits after its first round.
+	// With release notices the waiter queues a ticket once subscribed and
+	// makes its second round after its retry delay; the release comes as
+	// that round begins, so its notice can reach the waiter mid-round and
+	// before the other nodes are free. Without, it waits after its first
+	// round.
 	require.Eventually(t, func() bool { return counts[0].Acquires.Load() >= rounds }, 10*time.Second, 2*time.Millisecond,
 		"the waiter tries and loses")
 	select {

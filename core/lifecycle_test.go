@@ -800,11 +800,93 @@ func TestWaitQueue(t *testing.T) {
 			_, err := ls[0].Acquire(ctx, "k")
 			require.ErrorIs(t, err, core.ErrNotAcquired)
 			// The first round, and the retry at once when the queue, once
-			// the subscription was confirmed, found the lock free. Then
-			// nothing until the retry delay: the clean-ups find no ticket
-			// to hand the key to.
-			assert.Equal(t, 2, quorumError(t, err).Tries)
+			// the subscription was confirmed, found the lock free; then
+			// retries after pauses of 1, 2, 4... ms while a pause is
+			// shorter than the node timeout (a release may be on its way
+			// to the other nodes). Then nothing until the retry delay: the
+			// clean-ups find no ticket to hand the key to.
+			want := 2
+			for p := core.MinRetryDelay; p < core.DefaultNodeTimeout; p *= 2 {
+				want++
+			}
+			assert.Equal(t, want, quorumError(t, err).Tries)
 			assert.False(t, queueOnHerald(nodes))
 		})
 	})
+
+	t.Run("a waiter woken before the release reaches the other nodes takes the lock when it does", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := named()
+			ls := newLockers(t, nodes, 1)
+			// The holder's releases on the nodes other than the herald
+			// ("a") wait for open: the herald's notice wakes the waiter
+			// while they are still held there, so its round loses.
+			open := make(chan struct{})
+			views := memory.AsNodes(nodes)
+			for _, i := range []int{0, 2} {
+				views[i] = &slowRelease{Node: nodes[i], open: open}
+			}
+			holder, err := core.New(views, core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithNodeTimeout(time.Second))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, holder.Close()) })
+			held, err := holder.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock, 1)
+			go func() {
+				lock, err := ls[0].Acquire(t.Context(), "k")
+				if assert.NoError(t, err) {
+					got <- lock
+				}
+			}()
+			synctest.Wait()
+			require.True(t, queueOnHerald(nodes), "the waiter queued")
+			released := make(chan error, 1)
+			go func() { released <- held.Release(t.Context()) }()
+			synctest.Wait()
+			assert.Empty(t, got, "the waiter cannot win while the others are held")
+			time.Sleep(10 * time.Millisecond)
+			close(open)
+			require.NoError(t, <-released)
+			landed := time.Now()
+			lock := <-got
+			// Before, the waiter slept out its retry delay (a minute):
+			// nobody tells it when the other nodes' releases land.
+			assert.Less(t, time.Since(landed), core.DefaultNodeTimeout, "taken soon after the release landed")
+			require.NoError(t, lock.Release(t.Context()))
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		})
+	})
+}
+
+// slowRelease is a node whose releases wait until open is closed; it is
+// a plain core.Node (no batches), so every release comes through here.
+type slowRelease struct {
+	core.Node
+	open chan struct{}
+}
+
+func (n *slowRelease) wait(ctx context.Context, release bool) error {
+	if !release {
+		return nil
+	}
+	select {
+	case <-n.open:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *slowRelease) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	if err := n.wait(ctx, sha == core.ScriptRelease.SHA()); err != nil {
+		return nil, err
+	}
+	return n.Node.EvalSHA(ctx, sha, keys, args)
+}
+
+func (n *slowRelease) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	if err := n.wait(ctx, script == core.ScriptRelease.Source()); err != nil {
+		return nil, err
+	}
+	return n.Node.Eval(ctx, script, keys, args)
 }

@@ -286,7 +286,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	// round first (skip).
 	force := l.wake && tries > 1 && l.yielding(rkey)
 	skip := force
-	freeRetried := false // the queue found the lock free once already
+	frees := 0 // rounds in a row after which the queue found the lock free
 	defer func() {
 		if w != nil {
 			l.dequeue(ctx, me, qkey)
@@ -339,13 +339,26 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			if queued {
 				force = false
 			}
-			if free && !freeRetried {
-				freeRetried = true
+			if !free {
+				frees = 0
+			} else if frees++; frees == 1 {
 				continue // released before the waiter could queue: try again now
 			}
 		}
 		var released <-chan struct{}
 		delay := max(l.o.retry(max(rounds, 1)), MinRetryDelay)
+		if frees > 1 {
+			// Free on the herald again: the release that woke this waiter
+			// may not have reached the other nodes yet (the herald's
+			// notice can beat them), and it will tell no one when it
+			// does; or a holder the herald does not know of has them.
+			// Try again soon, doubling the pause until it would reach a
+			// node timeout (which bounds a release in flight); then wait
+			// as usual.
+			if short := MinRetryDelay << min(frees-2, 30); short < l.o.nodeTimeout {
+				delay = min(delay, short)
+			}
+		}
 		if w != nil {
 			l.hub.arm(w, me)
 			released = me.woken
