@@ -182,6 +182,23 @@ func TestRestartGuard(t *testing.T) {
 		})
 	})
 
+	t.Run("fencing: a young node catches up on the counter", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithFencing())
+			lock, err := l.TryAcquire(t.Context(), "k")
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(t.Context()))
+			restartEmpty(nodes[0]) // counter and birth gone
+			lock, err = l.TryAcquire(t.Context(), "k")
+			require.NoError(t, err, "the two old nodes are a quorum")
+			require.NoError(t, lock.Release(t.Context()))
+			fence, _ := core.FenceKey("k")
+			v, _, ok := nodes[0].Get(fence)
+			require.True(t, ok, "the young node's counter was raised")
+			assert.Equal(t, strconv.FormatInt(lock.Token(), 10), v)
+		})
+	})
+
 	t.Run("sharded nodes are left out", func(t *testing.T) {
 		nodes := memory.NewNodes(3)
 		list := []core.Node{nodes[0], nodes[1], sharded{plainNode{nodes[2]}}}

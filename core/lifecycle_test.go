@@ -531,6 +531,52 @@ func TestFencing(t *testing.T) {
 			require.NoError(t, lock.Release(t.Context()))
 		}
 	})
+	t.Run("nodes that refused are raised too", func(t *testing.T) {
+		// Five nodes. D and E refuse (a stale key), so A, B and C grant
+		// with token 1, a quorum that agrees. If only they knew it, A's
+		// restart without data would leave A, D and E, a later quorum,
+		// with no node that saw 1, and the next token would be 1 again.
+		l, nodes := newLocker(t, 5, core.WithFencing(), core.WithoutRestartGuard())
+		nodes[3].Set("k", "stale", time.Hour)
+		nodes[4].Set("k", "stale", time.Hour)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		first := lock.Token()
+		require.NoError(t, lock.Release(t.Context()))
+		fence, _ := core.FenceKey("k")
+		for i, n := range nodes {
+			v, _, ok := n.Get(fence)
+			require.True(t, ok, "node %d", i)
+			assert.Equal(t, strconv.FormatInt(first, 10), v, "node %d knows the token", i)
+		}
+		nodes[3].Del("k")
+		nodes[4].Del("k")
+		nodes[0].Stop()
+		nodes[0].Start() // empty: its counter is gone
+		nodes[1].Stop()
+		nodes[2].Stop()
+		lock, err = l.Acquire(t.Context(), "k")
+		require.NoError(t, err, "A, D and E are a quorum")
+		assert.Greater(t, lock.Token(), first)
+		require.NoError(t, lock.Release(t.Context()))
+	})
+	t.Run("a raise for the nodes behind does not wait for a node that is down", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 5, core.WithFencing(), core.WithoutRestartGuard())
+			nodes[3].Set("k", "stale", time.Hour) // D refuses: it is raised
+			nodes[4].Pause()                      // E does not answer
+			defer nodes[4].Resume()
+			start := time.Now()
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			assert.LessOrEqual(t, time.Since(start), core.DefaultNodeTimeout, "at most the acquisition's own wait for E")
+			fence, _ := core.FenceKey("k")
+			v, _, ok := nodes[3].Get(fence)
+			require.True(t, ok)
+			assert.Equal(t, strconv.FormatInt(lock.Token(), 10), v, "D knows the token")
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
 	t.Run("raise fails", func(t *testing.T) {
 		nodes := memory.NewNodes(3)
 		wrapped := []core.Node{nodes[0], noRaise{plainNode{nodes[1]}}, noRaise{plainNode{nodes[2]}}}

@@ -113,21 +113,23 @@ func (k *Lock) Validity() time.Duration {
 // cluster slot, never expiring). The acquiring script increments it on
 // every node that grants the lock; the token is the largest of the granting
 // nodes' values; and before the lock is handed out, a second step raises
-// the counter to the token on a quorum of nodes (skipped when a quorum
-// already returned it). Any later acquisition needs a quorum, which shares
-// at least one node with that one, whose counter it then takes above the
-// token.
+// the counter to the token on every node that answered (granted, refused,
+// or was found young by the restart guard), of which a quorum must confirm
+// (nothing is sent when every node that answered returned the token). Any
+// later acquisition needs a quorum, which shares at least one node with
+// that one, whose counter it then takes above the token.
 //
-// The guarantee assumes that no node loses its counter: a node restarted
+// The guarantee assumes that nodes keep their counters: a node restarted
 // without persistence, or whose data was flushed, forgets it. It holds as
 // long as, of the nodes raised for an acquisition, at least one keeps its
 // counter and takes part in the next quorum. With persistence that keeps
-// every write (AOF with appendfsync always) on every node it always holds;
-// otherwise a single node restarted empty can make a later token lower,
-// when the next quorum meets no other raised node (five nodes: A, B and C
-// raised, A restarted, then A, D and E grant). The restart guard
-// (WithRestartGuard) keeps such a node from voting for a max TTL, which
-// protects mutual exclusion, but cannot give back its counters.
+// every write (AOF with appendfsync always) on every node it always holds.
+// Without, raising every node that answered means one restart cannot lower
+// a later token when every node answered as it was issued, and a restarted
+// node is raised again by each acquisition while the restart guard holds
+// its vote back; but a token can repeat when a later quorum's only raised
+// nodes have restarted empty (three nodes: C down while A and B issue the
+// token, A restarted, no acquisition while A is young, then A and C grant).
 // It also assumes that no one else writes the counter keys.
 func (k *Lock) Token() int64 {
 	if k == nil || k.locker == nil {
