@@ -1,6 +1,12 @@
 package strategies
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// errRoundTimeout is the cause of a concurrent round's shared deadline.
+var errRoundTimeout = errors.New("strategies: round timeout")
 
 // Parallel returns the strategy the Redlock specification calls multiplexing:
 // every node's attempt starts at once, so a round takes as long as its slowest
@@ -52,7 +58,7 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 	}
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if r.Timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, r.Timeout)
+		actx, cancel = context.WithTimeoutCause(ctx, r.Timeout, errRoundTimeout)
 	} else if c.failFast || c.stopAtQuorum {
 		actx, cancel = context.WithCancel(ctx)
 	}
@@ -61,13 +67,25 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 	votes := make(chan vote, r.Nodes)
 	for i := 0; i < r.Nodes; i++ {
 		go func(i int) {
-			// An attempt whose round ended before it got going is not started.
+			var won bool
 			switch {
-			case actx.Err() != nil:
+			case actx.Err() == nil:
+				won = r.Attempt(actx, i)
+			case ctx.Err() != nil || context.Cause(actx) != errRoundTimeout:
+				// The caller gave up, or the round was decided before this
+				// attempt got going: it is not started.
 				votes <- vote{node: i, result: NotTried}
-			case r.Attempt(actx, i):
-				votes <- vote{node: i, result: Won}
+				return
 			default:
+				// The shared deadline passed before this attempt got
+				// going (a process short of CPU): it still runs, under a
+				// timeout of its own. Skipped, a release would leave the
+				// key on this node until its TTL.
+				won = runBounded(ctx, r, i)
+			}
+			if won {
+				votes <- vote{node: i, result: Won}
+			} else {
 				votes <- vote{node: i, result: Lost}
 			}
 		}(i)

@@ -136,3 +136,44 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "lost", strategies.Lost.String())
 	assert.Equal(t, "not-tried", strategies.NotTried.String())
 }
+
+// TestStarvedAttemptsRun checks that a concurrent round whose shared
+// deadline passed before some attempts got going (a process short of CPU;
+// here a deadline of a nanosecond) still runs every attempt, each under a
+// timeout of its own, rather than skipping it: the core sends its releases
+// in such rounds, and a skipped release leaves the key until its TTL.
+func TestStarvedAttemptsRun(t *testing.T) {
+	const n = 16
+	for _, s := range []strategies.Strategy{strategies.Parallel(), strategies.Parallel(strategies.StopAtQuorum())} {
+		t.Run(s.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			called := make(map[int]bool)
+			results := make([]strategies.Result, n)
+			s.Run(t.Context(), strategies.Round{Nodes: n, Quorum: n/2 + 1, Timeout: time.Nanosecond, Attempt: func(ctx context.Context, node int) bool {
+				_, bounded := ctx.Deadline()
+				mu.Lock()
+				defer mu.Unlock()
+				called[node] = bounded
+				return false
+			}}, results)
+			for i := range n {
+				bounded, ok := called[i]
+				assert.True(t, ok, "node %d was not attempted", i)
+				assert.True(t, bounded, "node %d's attempt had no deadline", i)
+				assert.Equal(t, strategies.Lost, results[i], "node %d", i)
+			}
+		})
+	}
+	t.Run("a round the caller gave up starts nothing", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		results := make([]strategies.Result, n)
+		strategies.Parallel().Run(ctx, strategies.Round{Nodes: n, Quorum: n/2 + 1, Timeout: time.Nanosecond, Attempt: func(context.Context, int) bool {
+			t.Error("attempted after the caller's context ended")
+			return false
+		}}, results)
+		for i := range n {
+			assert.Equal(t, strategies.NotTried, results[i])
+		}
+	})
+}
