@@ -23,7 +23,7 @@ import (
 // On error, the clients already made are closed.
 func buildNodes(c *Config) ([]core.Node, error) {
 	if len(c.Addrs) == 0 {
-		return nil, fmt.Errorf("fxmodule: Config.Addrs is empty and no node was contributed to group %q: give the servers' addresses", NodesGroup)
+		return nil, invalidConfig(fmt.Errorf("fxmodule: Config.Addrs is empty and no node was contributed to group %q: give the servers' addresses", NodesGroup))
 	}
 	addrs := make([]string, len(c.Addrs))
 	for i, a := range c.Addrs {
@@ -139,7 +139,7 @@ func buildNode(c *Config, addrs ...string) (core.Node, error) {
 		}
 		return node, nil
 	}
-	return nil, fmt.Errorf("fxmodule: Config.Driver: unknown driver %q", c.Driver)
+	return nil, invalidConfig(fmt.Errorf("fxmodule: Config.Driver: unknown driver %q", c.Driver))
 }
 
 // ownedGoRedis is a goredis node that closes its client: the module made

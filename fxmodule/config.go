@@ -262,8 +262,27 @@ func (c *Config) validate(name namer) error {
 			bad(n.field, "%d is negative", n.v)
 		}
 	}
-	return errors.Join(errs...)
+	return invalidConfig(errs...)
 }
+
+// invalidConfig joins a Config's faults into one error that matches
+// core.ErrInvalidArgument (errors.Is) and whose message names each field;
+// it is nil when there are none.
+func invalidConfig(errs ...error) error {
+	if err := errors.Join(errs...); err != nil {
+		return configError{err}
+	}
+	return nil
+}
+
+// configError is a fault of a Config or of its environment variables.
+type configError struct{ error }
+
+// Is makes a configError match core.ErrInvalidArgument.
+func (configError) Is(target error) bool { return target == core.ErrInvalidArgument }
+
+// Unwrap returns the faults.
+func (e configError) Unwrap() error { return e.error }
 
 // coreOptions turns the fields that are core options into core options;
 // zero fields give none, so core's defaults apply.
@@ -452,7 +471,7 @@ func ConfigFromEnv(prefix string) (Config, error) {
 	if err := c.validate(name); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := invalidConfig(errs...); err != nil {
 		return Config{}, fmt.Errorf("fxmodule: configuration from the environment: %w", err)
 	}
 	return c, nil

@@ -56,6 +56,13 @@
 // either returns its argument or replaces it with a Locker of its own,
 // which it must then close itself; Module keeps closing the one it built.
 //
+// # Errors
+//
+// A Config that cannot work (an unknown driver or strategy, a negative
+// value, no addresses, a QUORUMLOCK_ variable that does not parse, or
+// values core.New refuses) fails the app's construction with an error
+// that matches core.ErrInvalidArgument and names every faulty field.
+//
 // # Lifecycle and ownership
 //
 // On start, every node is sent one EVALSHA of the script "return 1", in

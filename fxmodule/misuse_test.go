@@ -31,40 +31,54 @@ func TestMisuseFxmodule(t *testing.T) {
 	some := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
 	t.Run("no_addresses", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{}),
+		err := newFails(t, fxmodule.Config{})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err,
 			`fxmodule: Config.Addrs is empty and no node was contributed to group "quorumlock.nodes": give the servers' addresses`)
 	})
 	t.Run("unknown_driver", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{Driver: "jedis", Addrs: some}),
+		err := newFails(t, fxmodule.Config{Driver: "jedis", Addrs: some})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err,
 			`fxmodule: Config.Driver: unknown driver "jedis": want goredis, redigo or rueidis`)
 	})
 	t.Run("unknown_strategy", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{Strategy: "random", Addrs: some}),
+		err := newFails(t, fxmodule.Config{Strategy: "random", Addrs: some})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err,
 			`fxmodule: Config.Strategy: unknown strategy "random": want parallel, sequential or failfast`)
 	})
 	t.Run("redigo_cluster", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{Driver: "redigo", Cluster: true, Addrs: some}),
+		err := newFails(t, fxmodule.Config{Driver: "redigo", Cluster: true, Addrs: some})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err,
 			"fxmodule: Config.Cluster: redigo has no Redis Cluster client; use driver goredis or rueidis for a cluster")
 	})
 	t.Run("empty_address", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{Addrs: []string{"127.0.0.1:1", " "}}),
+		err := newFails(t, fxmodule.Config{Addrs: []string{"127.0.0.1:1", " "}})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err,
 			"fxmodule: Config.Addrs: address 1 is empty")
 	})
 	t.Run("negative_value", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{TTL: -time.Second, Addrs: some}), "fxmodule: Config.TTL: -1s is negative")
+		err := newFails(t, fxmodule.Config{TTL: -time.Second, Addrs: some})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err, "fxmodule: Config.TTL: -1s is negative")
 		require.ErrorContains(t, newFails(t, fxmodule.Config{Tries: -1, Addrs: some}), "fxmodule: Config.Tries: -1 is negative")
-		err := newFails(t, fxmodule.Config{NodeTimeout: -time.Millisecond, Quorum: -2, Addrs: some})
+		err = newFails(t, fxmodule.Config{NodeTimeout: -time.Millisecond, Quorum: -2, Addrs: some})
 		require.ErrorContains(t, err, "fxmodule: Config.NodeTimeout: -1ms is negative")
 		require.ErrorContains(t, err, "Config.Quorum: -2 is negative", "every bad field is named at once")
 	})
 	t.Run("retry_max_below_min", func(t *testing.T) {
 		t.Parallel()
-		require.ErrorContains(t, newFails(t, fxmodule.Config{RetryMin: time.Second, RetryMax: time.Millisecond, Addrs: some}),
+		err := newFails(t, fxmodule.Config{RetryMin: time.Second, RetryMax: time.Millisecond, Addrs: some})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		require.ErrorContains(t, err,
 			"fxmodule: Config.RetryMax: 1ms is less than the minimum retry delay 1s (Config.RetryMin)")
 	})
 	t.Run("core_refuses_the_config", func(t *testing.T) {
@@ -80,6 +94,7 @@ func TestMisuseFxmodule(t *testing.T) {
 		t.Setenv("QUORUMLOCK_TTL", "10")
 		t.Setenv("QUORUMLOCK_TRIES", "many")
 		_, err := fxmodule.ConfigFromEnv("")
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
 		require.ErrorContains(t, err, `fxmodule: configuration from the environment: QUORUMLOCK_TTL: "10" is not a duration (want a Go duration such as 10s or 50ms)`)
 		require.ErrorContains(t, err, `QUORUMLOCK_TRIES: "many" is not an integer`, "every bad variable is named at once")
 	})

@@ -61,8 +61,10 @@ func WithConstLabels(labels prometheus.Labels) Option {
 }
 
 // WithBuckets sets the upper bounds, in seconds, of the acquisition
-// duration histogram's buckets; they must be strictly increasing (New
-// panics otherwise, as prometheus.NewHistogram does). The slice is copied.
+// duration histogram's buckets; they must be strictly increasing and at
+// least one (New returns an error wrapping core.ErrInvalidArgument
+// otherwise, where prometheus.NewHistogram would panic). The slice is
+// copied.
 // Default: DefaultBuckets(), 0.5 ms to 10 s.
 func WithBuckets(buckets ...float64) Option {
 	buckets = slices.Clone(buckets)
