@@ -241,3 +241,13 @@ func (e *nodeTimeoutError) Unwrap() []error {
 	}
 	return []error{ErrNodeTimeout, e.err}
 }
+
+// errNoNodeAsked is the reason of an Acquire whose context had ended
+// before any node was asked: it is not acquired (it matches
+// ErrNotAcquired), but no one was found to hold the lock.
+var errNoNodeAsked error = noNodeAsked{}
+
+type noNodeAsked struct{}
+
+func (noNodeAsked) Error() string        { return "quorumlock: not acquired: no node was asked" }
+func (noNodeAsked) Is(target error) bool { return target == ErrNotAcquired }

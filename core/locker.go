@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -273,7 +274,11 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	if l.o.fencing {
 		var ok bool
 		if fence, ok = FenceKey(rkey); !ok {
-			return nil, invalid("key %q has no hash tag and contains \"}\", so no fencing counter can share its cluster slot (see FenceKey); put the key in a hash tag, such as {%s}", key, key)
+			name := strconv.Quote(key)
+			if l.o.keyPrefix != "" {
+				name += " (with the key prefix: " + strconv.Quote(rkey) + ")"
+			}
+			return nil, invalid("key %s has no hash tag and contains \"}\", so no fencing counter can share its cluster slot (see FenceKey); put the key in a hash tag, such as {%s}", name, key)
 		}
 	}
 	var last *QuorumError
@@ -297,7 +302,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	for {
 		if err := contextError(ctx); err != nil {
 			if last == nil {
-				last = l.notTried(OpAcquire, key, ErrNotAcquired)
+				last = l.notTried(OpAcquire, key, errNoNodeAsked)
 			}
 			last.Context = err
 			return nil, last

@@ -237,8 +237,8 @@ func TestMisuseCalls(t *testing.T) {
 			target error
 			msg    string
 		}{
-			{cancelled, context.Canceled, `quorumlock: acquire "k": lock held by another owner (context canceled): 0 of 3 nodes ok`},
-			{expired, context.DeadlineExceeded, `quorumlock: acquire "k": lock held by another owner (context deadline exceeded): 0 of 3 nodes ok`},
+			{cancelled, context.Canceled, `quorumlock: acquire "k": not acquired: no node was asked (context canceled): 0 of 3 nodes ok`},
+			{expired, context.DeadlineExceeded, `quorumlock: acquire "k": not acquired: no node was asked (context deadline exceeded): 0 of 3 nodes ok`},
 		} {
 			err := call(t, func(context.Context) error { _, err := l.Acquire(c.ctx, "k"); return err })
 			requireMisuse(t, err, c.target, c.msg)
@@ -256,6 +256,14 @@ func TestMisuseCalls(t *testing.T) {
 		requireMisuse(t, err, core.ErrInvalidArgument,
 			`quorumlock: invalid argument: key "a}b" has no hash tag and contains "}", so no fencing counter can share its cluster slot`)
 		require.ErrorContains(t, err, "put the key in a hash tag, such as {a}b}")
+		// A "}" in the key prefix is named where it is.
+		l, _ = newLocker(t, 3, core.WithFencing(), core.WithKeyPrefix("app}"))
+		err = call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "k"); return err })
+		requireMisuse(t, err, core.ErrInvalidArgument,
+			`quorumlock: invalid argument: key "k" (with the key prefix: "app}k") has no hash tag and contains "}"`)
+		lock, err := l.TryAcquire(t.Context(), "{k}")
+		require.NoError(t, err, "the suggested hash tag works behind the prefix")
+		require.NoError(t, lock.Release(t.Context()))
 	})
 	t.Run("birth_key_as_key", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
