@@ -108,7 +108,10 @@ func CloseClient() Option {
 //   - Dialer.Timeout 5 s and ConnWriteTimeout 5 s: a node that stops
 //     answering is found dead in seconds, not the 10 s defaults.
 //
-// Adjust the rest (credentials, TLS) before rueidis.NewClient.
+// Adjust the rest (credentials, TLS) before rueidis.NewClient. rueidis
+// treats a server that answers CLUSTER SLOTS as a cluster: set
+// ForceSingleClient for one that answers it without being one (miniredis
+// does, which is why the examples and fxmodule set it for miniredis).
 func ClientOption(addrs ...string) rueidis.ClientOption {
 	o := rueidis.ClientOption{
 		InitAddress:       addrs,
