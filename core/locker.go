@@ -291,7 +291,8 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	// round first (skip).
 	force := l.wake && tries > 1 && l.yielding(rkey)
 	skip := force
-	frees := 0 // rounds in a row after which the queue found the lock free
+	frees := 0        // rounds in a row after which the queue found the lock free
+	notified := false // a release notice woke the waiter, and it has not queued since
 	defer func() {
 		if w != nil {
 			l.dequeue(ctx, me, qkey)
@@ -345,23 +346,26 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 				force = false
 			}
 			if !free {
-				frees = 0
+				frees, notified = 0, false
 			} else if frees++; frees == 1 {
 				continue // released before the waiter could queue: try again now
 			}
 		}
 		var released <-chan struct{}
 		delay := max(l.o.retry(max(rounds, 1)), MinRetryDelay)
-		if frees > 1 {
-			// Free on the herald again: the release that woke this waiter
-			// may not have reached the other nodes yet (the herald's
-			// notice can beat them), and it will tell no one when it
-			// does; or a holder the herald does not know of has them.
-			// Try again soon, doubling the pause until it would reach a
-			// node timeout (which bounds a release in flight); then wait
-			// as usual.
+		if frees > 1 && notified {
+			// Free on the herald again after a notice: the release that
+			// woke this waiter may not have reached the other nodes yet
+			// (the herald's notice can beat them), and it will tell no
+			// one when it does. Try again soon, doubling the pause until
+			// it would reach a node timeout (which bounds a release in
+			// flight); then wait as usual. Without a notice, a lock free
+			// on the herald is held elsewhere, by a holder the herald does
+			// not know of: polling faster would only use up the tries.
 			if short := MinRetryDelay << min(frees-2, 30); short < l.o.nodeTimeout {
 				delay = min(delay, short)
+			} else {
+				notified = false
 			}
 		}
 		if w != nil {
@@ -374,6 +378,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 		case <-released:
 			timer.Stop()
 			named, activated := l.hub.takeWake(me)
+			notified = named || !activated
 			switch {
 			case named:
 				woken = wokenByTicket
