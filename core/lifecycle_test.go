@@ -858,7 +858,12 @@ func TestWaitQueue(t *testing.T) {
 	t.Run("a waiter woken before the release reaches the other nodes takes the lock when it does", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			nodes := named()
-			ls := newLockers(t, nodes, 1)
+			// Three tries: the first round, the round its ticket starts, and
+			// one to spare. The follow-ups of the woken round (at once,
+			// then after short pauses) must not use them up.
+			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithTries(3))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, waiter.Close()) })
 			// The holder's releases on the nodes other than the herald
 			// ("a") wait for open: the herald's notice wakes the waiter
 			// while they are still held there, so its round loses.
@@ -872,12 +877,14 @@ func TestWaitQueue(t *testing.T) {
 			t.Cleanup(func() { require.NoError(t, holder.Close()) })
 			held, err := holder.Acquire(t.Context(), "k")
 			require.NoError(t, err)
-			got := make(chan *core.Lock, 1)
+			type result struct {
+				lock *core.Lock
+				err  error
+			}
+			got := make(chan result, 1)
 			go func() {
-				lock, err := ls[0].Acquire(t.Context(), "k")
-				if assert.NoError(t, err) {
-					got <- lock
-				}
+				lock, err := waiter.Acquire(t.Context(), "k")
+				got <- result{lock, err}
 			}()
 			synctest.Wait()
 			require.True(t, queueOnHerald(nodes), "the waiter queued")
@@ -889,7 +896,9 @@ func TestWaitQueue(t *testing.T) {
 			close(open)
 			require.NoError(t, <-released)
 			landed := time.Now()
-			lock := <-got
+			r := <-got
+			require.NoError(t, r.err, "the follow-ups of the woken round use up no tries")
+			lock := r.lock
 			// Before, the waiter slept out its retry delay (a minute):
 			// nobody tells it when the other nodes' releases land.
 			assert.Less(t, time.Since(landed), core.DefaultNodeTimeout, "taken soon after the release landed")

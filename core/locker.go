@@ -299,7 +299,18 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			l.hub.leave(w, me)
 		}
 	}()
-	rounds := 0
+	// rounds counts every round, for the error's Tries; counted leaves
+	// out the follow-ups of a lock found free on the herald (the retry at
+	// once, and the short pauses after a notice), which are part of the
+	// wake that led to them: they use up neither the tries nor the retry
+	// policy's steps.
+	rounds, counted := 0, 0
+	followUp := false
+	// A follow-up is started by the wake of the round it follows (chain):
+	// one that a notice started must not announce its clean-up either, or
+	// waiters woken by each other's clean-ups would go on waking each
+	// other while a holder the herald does not know of keeps the lock.
+	chain := wokenByNothing
 	for {
 		if err := contextError(ctx); err != nil {
 			if last == nil {
@@ -314,8 +325,12 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 				l.hub.arm(w, me)
 			}
 			rounds++
+			if !followUp {
+				counted++
+			}
+			followUp = false
 			lock, qe, handed := l.acquireOnce(ctx, key, rkey, fence, woken)
-			woken = wokenByNothing
+			chain, woken = woken, wokenByNothing
 			if w != nil {
 				l.hub.roundOver(w, me, qe == nil)
 			}
@@ -325,7 +340,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			}
 			qe.Tries = rounds
 			last = qe
-			if qe.Context != nil || rounds >= tries {
+			if qe.Context != nil || counted >= tries {
 				return nil, qe
 			}
 			// A round whose clean-up handed the key on queues behind the
@@ -348,11 +363,13 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			if !free {
 				frees, notified = 0, false
 			} else if frees++; frees == 1 {
+				followUp, woken = true, chain
 				continue // released before the waiter could queue: try again now
 			}
 		}
 		var released <-chan struct{}
-		delay := max(l.o.retry(max(rounds, 1)), MinRetryDelay)
+		delay := max(l.o.retry(max(counted, 1)), MinRetryDelay)
+		short := false
 		if frees > 1 && notified {
 			// Free on the herald again after a notice: the release that
 			// woke this waiter may not have reached the other nodes yet
@@ -362,8 +379,8 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			// flight); then wait as usual. Without a notice, a lock free
 			// on the herald is held elsewhere, by a holder the herald does
 			// not know of: polling faster would only use up the tries.
-			if short := MinRetryDelay << min(frees-2, 30); short < l.o.nodeTimeout {
-				delay = min(delay, short)
+			if pause := MinRetryDelay << min(frees-2, 30); pause < l.o.nodeTimeout {
+				delay, short = min(delay, pause), pause < delay
 			} else {
 				notified = false
 			}
@@ -375,6 +392,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 		timer := l.o.clock.NewTimer(delay)
 		select {
 		case <-timer.C():
+			if followUp = short; short {
+				woken = chain
+			}
 		case <-released:
 			timer.Stop()
 			named, activated := l.hub.takeWake(me)
