@@ -61,8 +61,13 @@
 // (QueueKey, on the herald). The holder's release pops the oldest ticket
 // and publishes it on the channel of the ticket's Locker, so exactly that
 // waiter wakes and takes the lock with an ordinary round: first come,
-// first served across Lockers, with no herd splitting the votes. A Locker whose release handed the key over queues
-// behind the waiter instead of taking the key straight back. The queue only
+// first served across Lockers, with no herd splitting the votes. The
+// herald's notice can arrive before the release has reached the other
+// nodes; a woken waiter whose round loses for that reason tries again after
+// pauses of 1, 2, 4... ms while a pause is shorter than the node timeout,
+// and these follow-ups do not count against WithTries. A Locker whose
+// release handed the key over queues behind the waiter instead of taking
+// the key straight back. The queue only
 // orders waiters; holding the lock still takes a quorum of SET NX. Locks
 // that expire instead of being released publish nothing, and a herald that
 // is down publishes nothing either: the retry delay covers both

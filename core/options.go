@@ -131,7 +131,9 @@ func WithStrategy(s Strategy) Option {
 
 // WithTries sets how many rounds Acquire makes at most; TryAcquire always
 // makes one. It must be at least 1; to wait as long as a context allows, give
-// a large number and a context with a deadline.
+// a large number and a context with a deadline. The quick follow-ups of a
+// round a release notice started, while that release is still reaching the
+// other nodes (see the package doc's fast hand-off), are not counted.
 // Default: DefaultTries (32).
 func WithTries(n int) Option {
 	return optionFunc{func(o *options) { o.tries = n }, "WithTries(" + strconv.Itoa(n) + ")"}
