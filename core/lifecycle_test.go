@@ -685,7 +685,14 @@ func TestWakeOnRelease(t *testing.T) {
 	t.Run("a woken round that wins the first node takes the others", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			nodes := []*memory.Node{memory.New(memory.WithName("c")), memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))}
-			holder, err := core.New(memory.AsNodes(nodes))
+			// The holder's release reaches the herald ("a"), whose notice
+			// wakes the waiter, only once it has landed on the other two:
+			// otherwise the waiter's round can beat it there and win with
+			// two nodes of three, which is right but not what this checks.
+			open := make(chan struct{})
+			views := memory.AsNodes(nodes)
+			views[1] = &slowRelease{Node: nodes[1], open: open}
+			holder, err := core.New(views)
 			require.NoError(t, err)
 			defer func() { require.NoError(t, holder.Close()) }()
 			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
@@ -700,7 +707,11 @@ func TestWakeOnRelease(t *testing.T) {
 				got <- lock
 			}()
 			synctest.Wait()
-			require.NoError(t, held.Release(t.Context()))
+			released := make(chan error, 1)
+			go func() { released <- held.Release(t.Context()) }()
+			synctest.Wait() // landed on "c" and "b"
+			close(open)
+			require.NoError(t, <-released)
 			lock := <-got
 			for _, n := range nodes {
 				v, _, ok := n.Get("k")
