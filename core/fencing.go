@@ -16,10 +16,10 @@ import (
 // them may be the only one a later quorum shares with this one, and then
 // the others of that quorum must know the token too. A node the restart
 // guard found young is raised as well, so that it has caught up by the
-// time its votes count again. Nothing more is sent
-// when every node that answered returned the token (the counters agreed,
-// as they do while every node is up); nodes that failed are asked only
-// when a raise is needed anyway, so a node that is down costs nothing.
+// time its votes count again. Nothing more is sent when every node that
+// answered returned the token (the counters agreed, as they do while every
+// node is up), and a raise that a quorum at the token already makes safe
+// does not wait for the nodes that did not answer.
 func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []NodeResult, counters []int64) (int64, *QuorumError) {
 	var token int64
 	for i := range results {

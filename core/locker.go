@@ -291,8 +291,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	// round first (skip).
 	force := l.wake && tries > 1 && l.yielding(rkey)
 	skip := force
-	frees := 0        // rounds in a row after which the queue found the lock free
-	notified := false // a release notice woke the waiter, and it has not queued since
+	frees := 0 // rounds in a row after which the queue found the lock free
 	defer func() {
 		if w != nil {
 			l.dequeue(ctx, me, qkey)
@@ -309,7 +308,8 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	// A follow-up is started by the wake of the round it follows (chain):
 	// one that a notice started must not announce its clean-up either, or
 	// waiters woken by each other's clean-ups would go on waking each
-	// other while a holder the herald does not know of keeps the lock.
+	// other while a holder the herald does not know of keeps the lock. A
+	// chain a notice started is also the only one that pauses briefly.
 	chain := wokenByNothing
 	for {
 		if err := contextError(ctx); err != nil {
@@ -361,7 +361,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 				force = false
 			}
 			if !free {
-				frees, notified = 0, false
+				frees = 0
 			} else if frees++; frees == 1 {
 				followUp, woken = true, chain
 				continue // released before the waiter could queue: try again now
@@ -369,8 +369,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 		}
 		var released <-chan struct{}
 		delay := max(l.o.retry(max(counted, 1)), MinRetryDelay)
-		short := false
-		if frees > 1 && notified {
+		if frees > 1 && chain != wokenByNothing {
 			// Free on the herald again after a notice: the release that
 			// woke this waiter may not have reached the other nodes yet
 			// (the herald's notice can beat them), and it will tell no
@@ -378,11 +377,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			// it would reach a node timeout (which bounds a release in
 			// flight); then wait as usual. Without a notice, a lock free
 			// on the herald is held elsewhere, by a holder the herald does
-			// not know of: polling faster would only use up the tries.
-			if pause := MinRetryDelay << min(frees-2, 30); pause < l.o.nodeTimeout {
-				delay, short = min(delay, pause), pause < delay
-			} else {
-				notified = false
+			// not know of, and polling faster would only load the nodes.
+			if pause := MinRetryDelay << min(frees-2, 30); pause < l.o.nodeTimeout && pause < delay {
+				delay, followUp = pause, true
 			}
 		}
 		if w != nil {
@@ -392,13 +389,13 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 		timer := l.o.clock.NewTimer(delay)
 		select {
 		case <-timer.C():
-			if followUp = short; short {
+			if followUp {
 				woken = chain
 			}
 		case <-released:
 			timer.Stop()
+			followUp = false // a new wake
 			named, activated := l.hub.takeWake(me)
-			notified = named || !activated
 			switch {
 			case named:
 				woken = wokenByTicket
