@@ -107,19 +107,19 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	l.logger.LogAttrs(ctx, level, message(e.Kind), attrs...)
 }
 
-// message is the record's message for k: a constant for each kind core
-// has, so that logging an event does not build it.
-func message(k core.EventKind) string {
-	switch k {
-	case core.EventAcquire:
-		return "quorumlock acquire"
-	case core.EventExtend:
-		return "quorumlock extend"
-	case core.EventRelease:
-		return "quorumlock release"
-	case core.EventLost:
-		return "quorumlock lost"
-	default:
-		return "quorumlock " + k.String()
+// messages holds the record's message of each kind core has, built once
+// from the kinds' names, so that logging an event does not build it.
+var messages = func() (m [core.EventLost + 1]string) {
+	for k := range m {
+		m[k] = "quorumlock " + core.EventKind(k).String()
 	}
+	return m
+}()
+
+// message is the record's message for k.
+func message(k core.EventKind) string {
+	if int(k) < len(messages) {
+		return messages[k]
+	}
+	return "quorumlock " + k.String()
 }
