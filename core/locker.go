@@ -284,12 +284,15 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	var last *QuorumError
 	var w *watch // the key's release notices, after a round lost to a holder
 	var me *waiter
-	var qkey string    // the key's wait queue, once needed
+	// A key whose wait queue cannot share its cluster slot has no queue:
+	// its waiters poll, since no release would hand it to them.
+	qkey, hasQueue := QueueKey(rkey)
+	handoff := l.wake && hasQueue
 	var woken wakeKind // what woke the waiter for this round
 	// A Locker that just handed this key to a queued waiter does not race
 	// that waiter for it: it queues behind it instead (force), without a
 	// round first (skip).
-	force := l.wake && tries > 1 && l.yielding(rkey)
+	force := handoff && tries > 1 && l.yielding(rkey)
 	skip := force
 	frees := 0 // rounds in a row after which the queue found the lock free
 	defer func() {
@@ -348,13 +351,10 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			force = handed
 		}
 		skip = false
-		if l.wake && (force || errors.Is(last.Reason, ErrNotAcquired)) {
+		if handoff && (force || errors.Is(last.Reason, ErrNotAcquired)) {
 			if w == nil {
 				me = newWaiter()
 				w = l.hub.join(rkey, me)
-			}
-			if qkey == "" {
-				qkey, _ = QueueKey(rkey)
 			}
 			queued, free := l.enqueue(ctx, w, me, rkey, qkey, force)
 			if queued {
@@ -436,13 +436,10 @@ const queueTTLFactor = 4
 // the waiters already there; with force, even if the lock is free. It
 // reports queued when it did, and free when the lock was free, so that
 // nothing was queued: the caller should try again at once. It does nothing
-// (neither) when the key has no queue, w's subscription is not confirmed
-// yet (the confirmation wakes the waiter to queue then), the herald failed,
-// or me is already queued.
+// (neither) when w's subscription is not confirmed yet (the confirmation
+// wakes the waiter to queue then), the herald failed, or me is already
+// queued. A key without a queue (QueueKey's ok false) never gets here.
 func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey string, force bool) (queued, free bool) {
-	if qkey == "" {
-		return false, false
-	}
 	ticket, ok := l.hub.newTicket(w, me)
 	if !ok {
 		return l.hub.hasTicket(me), false
