@@ -52,3 +52,59 @@ func TestKeyWithoutQueuePolls(t *testing.T) {
 		}
 	})
 }
+
+func TestKeepAliveRacingReleaseAndClose(t *testing.T) {
+	t.Run("Release between KeepAlive's check and the keeper", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3)
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			defer core.SetKeeperAddHook(func() { assert.NoError(t, lock.Release(t.Context())) })()
+			err = lock.KeepAlive()
+			require.ErrorIs(t, err, core.ErrNotHeld)
+			assert.Zero(t, l.Stats().KeptAlive, "the keeper holds a released lock")
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+			// A keeper left with a released lock would spin here and
+			// never let the bubble settle, or outlive Close.
+			synctest.Wait()
+		})
+	})
+	// No synctest bubble: a spinning keeper would never let it settle.
+	// Each iteration races KeepAlive against Release (or Close); the
+	// keeper must end up holding nothing, and its goroutine must be gone.
+	t.Run("Release", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		for i := range 2000 {
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			kept, released := make(chan error, 1), make(chan error, 1)
+			start := make(chan struct{})
+			go func() { <-start; kept <- lock.KeepAlive() }()
+			go func() { <-start; released <- lock.Release(t.Context()) }()
+			close(start)
+			require.NoError(t, <-released)
+			if err := <-kept; err != nil {
+				require.ErrorIs(t, err, core.ErrNotHeld, "iteration %d", i)
+			}
+			require.Zero(t, l.Stats().KeptAlive, "iteration %d: the keeper holds a released lock", i)
+		}
+	})
+	t.Run("Close", func(t *testing.T) {
+		for i := range 500 {
+			l, err := core.New(memory.AsNodes(memory.NewNodes(3)))
+			require.NoError(t, err)
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			kept, closed := make(chan error, 1), make(chan error, 1)
+			start := make(chan struct{})
+			go func() { <-start; kept <- lock.KeepAlive() }()
+			go func() { <-start; closed <- l.Close() }()
+			close(start)
+			require.NoError(t, <-closed)
+			if err := <-kept; err != nil {
+				require.ErrorIs(t, err, core.ErrClosed, "iteration %d", i)
+			}
+			require.Zero(t, l.Stats().KeptAlive, "iteration %d: the keeper holds a lock after Close", i)
+		}
+	})
+}

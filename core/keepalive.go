@@ -25,6 +25,10 @@ const batchCallAllowance = 20 * time.Microsecond
 // Batcher.
 const fallbackWorkers = 8
 
+// testHookKeeperAdd, set by tests only, runs as keeper.add starts: where
+// a Release or Close racing KeepAlive can fall.
+var testHookKeeperAdd func()
+
 // keeper holds a Locker's kept-alive locks and runs their renewals.
 type keeper struct {
 	l *Locker
@@ -72,49 +76,63 @@ func (k *Lock) KeepAlive() error {
 	if l.o.keepAliveErr != nil {
 		return l.o.keepAliveErr
 	}
-	if err := k.Err(); err != nil {
-		if errors.Is(err, ErrReleased) {
-			if l.isClosed() {
-				return l.closedError(OpExtend, k.key)
-			}
-			return fmt.Errorf("quorumlock: keep-alive of %q: already released: %w", k.key, ErrNotHeld)
-		}
-		return err
-	}
-	k.mu.Lock()
-	if k.kept || k.state != stateHeld {
-		k.mu.Unlock()
+	err := k.Err() // notes an expiry that no timer has seen yet
+	if err == nil && l.keeper.add(k) {
 		return nil
 	}
-	k.kept = true
-	k.armLocked()
-	due := k.deadline.Add(-(l.o.ttl - l.o.drift())).Add(l.o.keepAlive)
-	k.mu.Unlock()
-	if err := l.keeper.add(k, due); err != nil {
-		k.mu.Lock()
-		k.kept = false
-		k.mu.Unlock()
+	if err == nil {
+		err = k.Err()
+	}
+	switch {
+	case err == nil || errors.Is(err, ErrReleased) && l.isClosed():
+		return l.closedError(OpExtend, k.key)
+	case errors.Is(err, ErrReleased):
+		return fmt.Errorf("quorumlock: keep-alive of %q: already released: %w", k.key, ErrNotHeld)
+	default:
 		return err
 	}
-	return nil
 }
 
-// add starts keeping k alive, its first extension due at due.
-func (kp *keeper) add(k *Lock, due time.Time) error {
-	if kp.l.isClosed() {
-		return kp.l.closedError(OpExtend, k.key)
+// add starts keeping k alive, unless the Locker is closed or k is no
+// longer held; it reports whether k is kept (a lock kept already, or one
+// the keep-alive stopped at the maximum hold time, counts: KeepAlive is
+// then a no-op). The keeper is the one owner of what it keeps: k's state
+// is read under kp.mu, and every end of k (finish) drops it under kp.mu
+// after setting the state, so no lock can be added after its end.
+func (kp *keeper) add(k *Lock) bool {
+	if testHookKeeperAdd != nil {
+		testHookKeeperAdd()
+	}
+	l := kp.l
+	if l.isClosed() {
+		return false
 	}
 	kp.mu.Lock()
 	defer kp.mu.Unlock()
+	if kp.locks[k] != nil {
+		return true
+	}
+	k.mu.Lock()
+	held, capped := k.state == stateHeld, k.capped
+	if held && !capped {
+		k.armLocked()
+	}
+	// The first extension is due one interval after the start of the
+	// round that set the validity.
+	due := k.deadline.Add(-(l.o.ttl - l.o.drift())).Add(l.o.keepAlive)
+	k.mu.Unlock()
+	if !held || capped {
+		return held
+	}
 	kp.locks[k] = &keptLock{due: due}
 	if !kp.running {
 		kp.running = true
 		kp.exited = make(chan struct{})
 		go kp.run(kp.exited)
-		return nil
+		return true
 	}
 	kp.signal()
-	return nil
+	return true
 }
 
 // drop stops keeping k alive.
@@ -186,13 +204,8 @@ func (kp *keeper) run(exited chan struct{}) {
 		}
 		kp.mu.Unlock()
 
-		select {
-		case <-l.closing:
-			// Close releases every lock, which empties the keeper.
-			<-kp.wake
-			continue
-		default:
-		}
+		// Close releases every lock (after the Do functions holding some
+		// have returned), which empties the keeper and ends this loop.
 		if len(batch) > 0 {
 			kp.renew(batch)
 			continue
@@ -201,8 +214,6 @@ func (kp *keeper) run(exited chan struct{}) {
 		select {
 		case <-timer.C():
 		case <-kp.wake:
-			timer.Stop()
-		case <-l.closing:
 			timer.Stop()
 		}
 	}
@@ -224,13 +235,13 @@ func (kp *keeper) renew(batch []*Lock) {
 		held, deadline := k.state == stateHeld, k.deadline
 		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
 		if capped {
-			k.capped, k.kept = true, false
+			k.capped = true
 		}
 		k.mu.Unlock()
-		if capped {
-			kp.drop(k)
-		}
 		if !held || capped {
+			// Ended (finish drops it too) or at its maximum hold time:
+			// no longer kept.
+			kp.drop(k)
 			k.op.Unlock()
 			continue
 		}

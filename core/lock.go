@@ -37,7 +37,6 @@ type Lock struct {
 	done     chan struct{} // made on demand; closed when the lock ends
 	hooks    []*endHook    // called when the lock ends
 	timer    Timer         // fires at the deadline while someone watches
-	kept     bool          // in the Locker's keeper
 	keptErr  error         // the keep-alive's last failed extension
 	capped   bool          // the keep-alive stopped at the maximum hold time
 }
@@ -299,15 +298,14 @@ func (k *Lock) finish(s lockState, cause error) {
 		k.timer.Stop()
 		k.timer = nil
 	}
-	hooks, kept := k.hooks, k.kept
-	k.hooks, k.kept = nil, false
+	hooks := k.hooks
+	k.hooks = nil
 	k.mu.Unlock()
 	for _, h := range hooks {
 		h.fn(cause)
 	}
-	if kept {
-		k.locker.keeper.drop(k)
-	}
+	// After the state: the keeper adds only held locks (keeper.add).
+	k.locker.keeper.drop(k)
 	if obs := k.locker.obs; obs != nil && s == stateLost {
 		obs.Observe(context.Background(), Event{Kind: EventLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
 	}
