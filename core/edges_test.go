@@ -1,6 +1,9 @@
 package core_test
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -107,4 +110,63 @@ func TestKeepAliveRacingReleaseAndClose(t *testing.T) {
 			require.Zero(t, l.Stats().KeptAlive, "iteration %d: the keeper holds a lock after Close", i)
 		}
 	})
+}
+
+func TestLostLeaderRoundCleansUp(t *testing.T) {
+	const delay = time.Minute
+	synctest.Test(t, func(t *testing.T) {
+		// "a" is the herald, first by name: a woken round asks it first.
+		a, b, c := memory.New(memory.WithName("a")), memory.New(memory.WithName("b")), memory.New(memory.WithName("c"))
+		herald := &noticeNode{Node: a}
+		l, err := core.New([]core.Node{herald, b, c}, core.WithTries(2), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Close()) }()
+		b.Set("k", "rival", time.Hour)
+		c.Set("k", "rival", time.Hour)
+
+		got := make(chan error, 1)
+		go func() {
+			_, err := l.Acquire(t.Context(), "k")
+			got <- err
+		}()
+		synctest.Wait() // lost its first round, subscribed, waiting
+		require.Equal(t, 1, l.Stats().Watching)
+		a.DropReplies(true) // the woken round's SET lands on "a", its reply is lost
+		herald.notify("") // an empty notice: the subscription was made again
+		err = <-got
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		a.DropReplies(false)
+		assert.Empty(t, a.Keys(), "the lost woken round released the key its lost reply set")
+		assert.Equal(t, []core.Outcome{core.OutcomeFailed, core.OutcomeRefused, core.OutcomeNotTried}, outcomes(quorumError(t, err)),
+			"every node the round asked, as it answered")
+		ok, refused, failed := quorumError(t, err).Counts()
+		assert.Equal(t, [3]int{0, 1, 1}, [3]int{ok, refused, failed})
+	})
+}
+
+// noticeNode is a node whose subscriptions the test can notify itself, as
+// a backend does after making a dropped subscription again.
+type noticeNode struct {
+	*memory.Node
+	mu       sync.Mutex
+	notifies []func(string)
+}
+
+func (n *noticeNode) Watch(ctx context.Context, channel string, notify func(string)) (func(), error) {
+	stop, err := n.Node.Watch(ctx, channel, notify)
+	if err == nil {
+		n.mu.Lock()
+		n.notifies = append(n.notifies, notify)
+		n.mu.Unlock()
+	}
+	return stop, err
+}
+
+func (n *noticeNode) notify(message string) {
+	n.mu.Lock()
+	fns := slices.Clone(n.notifies)
+	n.mu.Unlock()
+	for _, f := range fns {
+		f(message)
+	}
 }

@@ -594,26 +594,25 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 // (measured: 16 Lockers on 3 nodes made 4 times fewer acquisitions per
 // second than by polling). Instead it asks the nodes one by one in the
 // order of their names, the same for every Locker, until one answers: if
-// that node refuses, the race is lost (taken is true, and nothing was set);
-// if it grants, the round asks the others, which the losers are not
-// asking, under the Locker's strategy. Nodes that failed before it are
-// asked again in that round.
-func (l *Locker) leaderRound(ctx context.Context, start time.Time, call nodeCall) (results []NodeResult, taken bool) {
+// that node refuses, the race is lost there; if it grants, the round asks
+// the others, which the losers are not asking, under the Locker's
+// strategy (nodes that failed before it are asked again). Its results are
+// those of every node it asked, and a lost leader round is cleaned up like
+// any other: a node whose reply was lost may hold the key.
+func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
+	results := l.blankResults()
 	for _, i := range l.order {
 		if ctx.Err() != nil {
 			break
 		}
-		fctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
-		ok, err := call(fctx, i)
+		actx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+		granted := l.attempt(ctx, actx, i, call, &results[i])
 		cancel()
 		switch {
-		case err != nil:
+		case results[i].Outcome != OutcomeRefused && !granted:
 			continue
-		case !ok:
-			results = l.blankResults()
-			results[i].Outcome = OutcomeRefused
-			results[i].Latency = l.o.clock.Now().Sub(start)
-			return results, true
+		case !granted:
+			return results
 		}
 		leader := i
 		return l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
@@ -621,16 +620,17 @@ func (l *Locker) leaderRound(ctx context.Context, start time.Time, call nodeCall
 				return true, nil
 			}
 			return call(ctx, i)
-		}), false
+		})
 	}
-	return l.round(ctx, l.o.strategy, call), false
+	return l.round(ctx, l.o.strategy, call)
 }
 
 // acquireOnce is one round of the Redlock algorithm, with the fencing
 // step when fence (the counter key) is set.
 //
-// A round that follows an empty release notice is a leaderRound. A round
-// that follows any notice does not announce its clean-up (see below).
+// A round that follows an empty release notice is a leaderRound. Every
+// failed round, of every kind, releases every node. A round that follows
+// any notice does not announce its clean-up (see below).
 //
 // It also reports whether its clean-up handed the key to a queued waiter.
 func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
@@ -641,12 +641,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 
 	var results []NodeResult
 	if woken == wokenByNotice && len(l.nodes) > 1 {
-		var taken bool
-		if results, taken = l.leaderRound(ctx, start, call); taken {
-			// Lost at the first node that answered: nothing to undo.
-			return nil, &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Reason: ErrNotAcquired, Nodes: results,
-				Validity: ttl - l.o.clock.Now().Sub(start) - l.o.drift(), Context: contextError(ctx)}, false
-		}
+		results = l.leaderRound(ctx, call)
 	} else {
 		results = l.round(ctx, l.o.strategy, call)
 	}

@@ -22,28 +22,12 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 	n := len(l.nodes)
 	results := make([]NodeResult, n)
 	votes := make([]strategies.Result, n)
-	timeout := l.o.nodeTimeout
 	s.Run(ctx, strategies.Round{
 		Nodes:   n,
 		Quorum:  l.o.quorum,
-		Timeout: timeout,
+		Timeout: l.o.nodeTimeout,
 		Attempt: func(actx context.Context, i int) bool {
-			start := l.o.clock.Now()
-			ok, err := call(actx, i)
-			res := &results[i]
-			res.Latency = l.o.clock.Now().Sub(start)
-			// Only a failed call needs to know why (an answer is an
-			// answer): a call the caller or the strategy cut off is no node
-			// failure, and a deadline that has passed counts even before
-			// its context's timer has fired (a driver's socket deadline, at
-			// the same instant, can beat it with a bare i/o timeout).
-			var cut, timedOut bool
-			if err != nil {
-				cut = ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled) || deadlinePassed(ctx)
-				timedOut = actx.Err() != nil || deadlinePassed(actx)
-			}
-			res.Outcome, res.Err = l.outcome(i, ok, err, cut, timedOut, timeout)
-			return res.Outcome == OutcomeOK
+			return l.attempt(ctx, actx, i, call, &results[i])
 		},
 	}, votes)
 	for i := range results {
@@ -51,6 +35,27 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 		results[i].Node = l.names[i]
 	}
 	return results
+}
+
+// attempt asks node i once, under actx (the caller's ctx bounded by the
+// node timeout), records the answer in res and reports whether it is a
+// vote for.
+func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *NodeResult) bool {
+	start := l.o.clock.Now()
+	ok, err := call(actx, i)
+	res.Latency = l.o.clock.Now().Sub(start)
+	// Only a failed call needs to know why (an answer is an answer): a
+	// call the caller or the strategy cut off is no node failure, and a
+	// deadline that has passed counts even before its context's timer has
+	// fired (a driver's socket deadline, at the same instant, can beat it
+	// with a bare i/o timeout).
+	var cut, timedOut bool
+	if err != nil {
+		cut = ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled) || deadlinePassed(ctx)
+		timedOut = actx.Err() != nil || deadlinePassed(actx)
+	}
+	res.Outcome, res.Err = l.outcome(i, ok, err, cut, timedOut, l.o.nodeTimeout)
+	return res.Outcome == OutcomeOK
 }
 
 // outcome classifies one node's answer to a call bounded by the node
