@@ -132,7 +132,7 @@ func TestLostLeaderRoundCleansUp(t *testing.T) {
 		synctest.Wait() // lost its first round, subscribed, waiting
 		require.Equal(t, 1, l.Stats().Watching)
 		a.DropReplies(true) // the woken round's SET lands on "a", its reply is lost
-		herald.notify("") // an empty notice: the subscription was made again
+		herald.notify("")   // an empty notice: the subscription was made again
 		err = <-got
 		require.ErrorIs(t, err, core.ErrNotAcquired)
 		a.DropReplies(false)
@@ -169,4 +169,174 @@ func (n *noticeNode) notify(message string) {
 	for _, f := range fns {
 		f(message)
 	}
+}
+
+func TestFailedReleaseTriedAgain(t *testing.T) {
+	calls := func(nodes []*memory.Node) []int {
+		out := make([]int, len(nodes))
+		for i, n := range nodes {
+			c := n.Calls()
+			out[i] = c.EvalSHA + c.Eval
+		}
+		return out
+	}
+	t.Run("by Release", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		nodes[0].Stop()
+		nodes[1].Stop()
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrUnavailable)
+		assert.ErrorIs(t, lock.Err(), core.ErrReleased, "ended for its holder")
+		assert.Equal(t, 1, l.Stats().Held, "still to be released")
+
+		before := calls(nodes)
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrUnavailable, "tried again, still down")
+		assert.Equal(t, []bool{true, true, false}, asked(calls(nodes), before), "only the nodes that failed are asked again")
+
+		nodes[0].StartKeepingData()
+		nodes[1].StartKeepingData()
+		require.NoError(t, lock.Release(t.Context()), "a quorum deleted it: 2 now and 1 before")
+		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		assert.Zero(t, l.Stats().Held)
+		before = calls(nodes)
+		require.NoError(t, lock.Release(t.Context()))
+		assert.Equal(t, []bool{false, false, false}, asked(calls(nodes), before), "released: nothing more to ask")
+	})
+	t.Run("by Close", func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		l, err := core.New(memory.AsNodes(nodes))
+		require.NoError(t, err)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		nodes[0].Stop()
+		nodes[1].Stop()
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrUnavailable)
+		nodes[0].StartKeepingData()
+		nodes[1].StartKeepingData()
+		require.NoError(t, l.Close(), "Close releases what a failed Release left")
+		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		require.NoError(t, lock.Release(t.Context()))
+	})
+	t.Run("after a Close that failed to", func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		l, err := core.New(memory.AsNodes(nodes))
+		require.NoError(t, err)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		nodes[0].Stop()
+		nodes[1].Stop()
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrUnavailable)
+		require.ErrorIs(t, l.Close(), core.ErrUnavailable, "Close tried again and says so")
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrClosed)
+	})
+}
+
+// asked reports, per node, whether its count of calls grew from before.
+func asked(now, before []int) []bool {
+	out := make([]bool, len(now))
+	for i := range now {
+		out[i] = now[i] > before[i]
+	}
+	return out
+}
+
+func TestCloseDuringDo(t *testing.T) {
+	const ttl = time.Second
+	// held reports whether key holds one value on every node.
+	held := func(nodes []*memory.Node, key string) bool {
+		v0, _, ok := nodes[0].Get(key)
+		for _, n := range nodes {
+			if v, _, found := n.Get(key); !found || v != v0 {
+				return false
+			}
+		}
+		return ok
+	}
+	t.Run("Close waits for fn, which holds the lock until it returns", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := memory.NewNodes(3)
+			l, err := core.New(memory.AsNodes(nodes), core.WithTTL(ttl))
+			require.NoError(t, err)
+			started := make(chan struct{})
+			var fnEnd time.Time
+			did := make(chan error, 1)
+			go func() {
+				did <- l.Do(t.Context(), "k", func(ctx context.Context) error {
+					close(started)
+					<-ctx.Done()
+					assert.ErrorIs(t, context.Cause(ctx), core.ErrClosed, "cancelled by Close")
+					// Winding down takes several TTLs: the lock must stay
+					// held, and kept alive, until fn returns.
+					for range 5 {
+						time.Sleep(ttl)
+						assert.True(t, held(nodes, "k"), "released while fn runs")
+					}
+					fnEnd = time.Now()
+					return ctx.Err()
+				})
+			}()
+			<-started
+			require.NoError(t, l.Close())
+			assert.False(t, time.Now().Before(fnEnd), "Close returned before fn")
+			err = <-did
+			require.ErrorIs(t, err, core.ErrClosed)
+			assert.ErrorIs(t, err, context.Canceled)
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		})
+	})
+	t.Run("Shutdown's bound", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := memory.NewNodes(3)
+			l, err := core.New(memory.AsNodes(nodes), core.WithTTL(ttl))
+			require.NoError(t, err)
+			started, finish := make(chan struct{}), make(chan struct{})
+			did := make(chan error, 1)
+			go func() {
+				did <- l.Do(t.Context(), "k", func(ctx context.Context) error {
+					close(started)
+					<-finish // ignores its context
+					return nil
+				})
+			}()
+			<-started
+			ctx, cancel := context.WithTimeout(t.Context(), 3*ttl)
+			defer cancel()
+			err = l.Shutdown(ctx)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.True(t, held(nodes, "k"), "kept held and alive for the holder still at work")
+			_, err = l.Acquire(t.Context(), "other")
+			require.ErrorIs(t, err, core.ErrClosed, "closed to new calls")
+			close(finish)
+			require.ErrorIs(t, <-did, core.ErrClosed)
+			require.NoError(t, l.Shutdown(t.Context()))
+			assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+			require.NoError(t, l.Close(), "finished: later calls return nil")
+		})
+	})
+	t.Run("Hold: Close waits for done", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := memory.NewNodes(3)
+			l, err := core.New(memory.AsNodes(nodes), core.WithTTL(ttl))
+			require.NoError(t, err)
+			lock, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			ctx, done, err := lock.Hold(t.Context())
+			require.NoError(t, err)
+			closed := make(chan error, 1)
+			go func() { closed <- l.Close() }()
+			<-ctx.Done()
+			require.ErrorIs(t, context.Cause(ctx), core.ErrClosed)
+			time.Sleep(3 * ttl)
+			synctest.Wait()
+			assert.Empty(t, closed, "Close waits for done")
+			assert.True(t, held(nodes, "k"))
+			require.NoError(t, lock.Release(t.Context()))
+			done()
+			done()
+			require.NoError(t, <-closed)
+			_, _, err = lock.Hold(t.Context())
+			require.ErrorIs(t, err, core.ErrClosed)
+		})
+	})
 }

@@ -37,6 +37,7 @@ type Lock struct {
 	done     chan struct{} // made on demand; closed when the lock ends
 	hooks    []*endHook    // called when the lock ends
 	timer    Timer         // fires at the deadline while someone watches
+	released []NodeResult  // the last release's results while it may be tried again
 	keptErr  error         // the keep-alive's last failed extension
 	capped   bool          // the keep-alive stopped at the maximum hold time
 }
@@ -328,22 +329,36 @@ func (k *Lock) lose(qe *QuorumError) {
 // Release deletes the lock on every node where it still holds this lock's
 // value, whatever the strategy (Redlock rule 6). It runs even if ctx has
 // already ended (a deferred Release after a cancellation must still free
-// the lock), bounded by the node timeout. Releasing twice is harmless: the
-// second call returns nil without touching the nodes. Release stops the
-// keep-alive and returns once its goroutine, if this was its last lock,
-// has ended.
+// the lock), bounded by the node timeout. Release stops the keep-alive and
+// returns once its goroutine, if this was its last lock, has ended.
 //
 // It returns nil when a quorum of nodes deleted the lock. It returns a
 // *QuorumError matching ErrNotHeld when too few nodes still held it for this
 // owner to have held the lock at release time (it had expired or been taken
 // over), and one matching ErrUnavailable when node failures leave that
-// unknown; the keys left behind expire with the TTL.
+// unknown. A Release that did not reach a quorum because nodes failed can
+// be called again: it asks the nodes that failed again (the others
+// answered already), and the Locker's Close does so too; keys it cannot
+// delete expire with the TTL. Once a quorum deleted the lock, or no node
+// is left to ask, Release returns nil without asking any node; after the
+// Locker's Close, a Release still to be tried again returns ErrClosed.
 func (k *Lock) Release(ctx context.Context) error {
 	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: release of a nil lock: %w", ErrNotHeld)
 	}
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	k.mu.Lock()
+	again := k.released != nil
+	k.mu.Unlock()
+	if again {
+		// A retry asks the nodes: Close must wait for it, and it must not
+		// run after Close closed them.
+		if !k.locker.enter() {
+			return k.locker.closedError(OpRelease, k.key)
+		}
+		defer k.locker.leave()
 	}
 	return k.release(ctx)
 }
@@ -352,9 +367,9 @@ func (k *Lock) release(ctx context.Context) error {
 	k.op.Lock()
 	defer k.op.Unlock()
 	k.mu.Lock()
-	released := k.state == stateReleased
+	state, prev := k.state, k.released
 	k.mu.Unlock()
-	if released {
+	if state == stateReleased && prev == nil {
 		return nil
 	}
 
@@ -363,21 +378,39 @@ func (k *Lock) release(ctx context.Context) error {
 	if l.obs != nil {
 		start = l.o.clock.Now()
 	}
-	// Stop the keep-alive first, so that no renewal follows the release.
-	k.relErr.key = k.key
-	k.finish(stateReleased, &k.relErr)
-	l.keeper.idle()
-	results, handed := l.releaseAll(detached(ctx), k.rkey, k.value, true)
+	if state != stateReleased {
+		// Stop the keep-alive first, so that no renewal follows the release.
+		k.relErr.key = k.key
+		k.finish(stateReleased, &k.relErr)
+		l.keeper.idle()
+	}
+	results, handed := l.releaseAll(detached(ctx), k.rkey, k.value, true, prev)
 	if handed {
 		l.handedOver(k.rkey)
 	}
-	l.unregister(k)
+	if retryable(results, l.o.quorum) {
+		k.mu.Lock()
+		k.released = results
+		k.mu.Unlock()
+	} else {
+		k.mu.Lock()
+		k.released = nil
+		k.mu.Unlock()
+		l.unregister(k)
+	}
 
 	err := releaseOutcome(k.key, l.o.quorum, results)
 	if l.obs != nil {
 		l.obs.Observe(ctx, Event{Kind: EventRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
 	}
 	return err
+}
+
+// retryable reports whether a release round left the outcome open: no
+// quorum deleted the lock, and some node did not answer.
+func retryable(results []NodeResult, q int) bool {
+	ok, refused, _ := tally(results)
+	return ok < q && ok+refused < len(results)
 }
 
 // releaseOutcome is Release's error for a release round's results: nil when
@@ -395,6 +428,57 @@ func releaseOutcome(key string, q int, results []NodeResult) error {
 		qe.Reason = ErrNotHeld
 	}
 	return qe
+}
+
+// hold is a holder at work (Lock.Hold): Close cancels it and waits for it.
+type hold struct{ cancel context.CancelCauseFunc }
+
+// Hold keeps the lock alive (KeepAlive) for a holder about to work under
+// it, and returns a context derived from parent that ends when the lock
+// ends (its cause is Err) or when the Locker is closing (a cause matching
+// ErrClosed), and a done function to call once the work is over, after
+// Release. Until done is called, the Locker's Close and Shutdown wait
+// instead of releasing the lock: a lock is never released under a holder
+// still at work. done is idempotent. Locker.Do uses Hold; use it where Do
+// does not fit (middleware/httplock does).
+//
+// Hold returns KeepAlive's errors, and ErrClosed once the Locker is
+// closing.
+func (k *Lock) Hold(parent context.Context) (ctx context.Context, done func(), err error) {
+	if k == nil || k.locker == nil {
+		return nil, nil, fmt.Errorf("quorumlock: hold of a nil lock: %w", ErrNotHeld)
+	}
+	if parent == nil {
+		return nil, nil, invalid("context is nil")
+	}
+	l := k.locker
+	hctx, hcancel := context.WithCancelCause(parent)
+	h := &hold{cancel: hcancel}
+	l.mu.Lock()
+	closed := l.closed
+	if !closed {
+		l.busy++
+		l.holds[h] = struct{}{}
+	}
+	l.mu.Unlock()
+	if closed {
+		hcancel(nil)
+		return nil, nil, l.closedError(OpExtend, k.key)
+	}
+	end := func() {
+		hcancel(context.Canceled)
+		l.mu.Lock()
+		delete(l.holds, h)
+		l.mu.Unlock()
+		l.leave()
+	}
+	if err := k.KeepAlive(); err != nil {
+		end()
+		return nil, nil, err
+	}
+	lctx, cancel := k.Context(hctx)
+	var once sync.Once
+	return lctx, func() { once.Do(func() { cancel(); end() }) }, nil
 }
 
 // Extend resets the lock's TTL on the nodes that still hold it, and

@@ -42,11 +42,15 @@ type Locker struct {
 	yieldMu sync.Mutex
 	yields  map[string]time.Time // keys this Locker handed to a waiter, until when it yields
 
-	mu       sync.Mutex
-	closed   bool
-	closing  chan struct{} // closed by Close: wakes Acquire's retry waits
-	inflight sync.WaitGroup
-	held     map[*Lock]struct{}
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{}      // closed by Close: wakes Acquire's retry waits
+	busy    int                // calls in flight and holders (Lock.Hold) not done
+	idle    chan struct{}      // closed once closed and busy is 0
+	holds   map[*hold]struct{} // holders at work, cancelled by Close
+	held    map[*Lock]struct{} // acquired, not yet released on a quorum
+	closeMu sync.Mutex         // one Close finishes at a time
+	done    bool               // Close has finished
 }
 
 // New returns a Locker over nodes, which must be independent Redis masters
@@ -88,6 +92,8 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		loaded:  make([]atomic.Uint32, len(nodes)),
 		o:       o,
 		closing: make(chan struct{}),
+		idle:    make(chan struct{}),
+		holds:   make(map[*hold]struct{}),
 		held:    make(map[*Lock]struct{}),
 	}
 	l.keeper, l.hub = newKeeper(l), newHub(l)
@@ -169,7 +175,7 @@ func (l *Locker) Adopt(ctx context.Context, nodes ...string) error {
 	if !l.enter() {
 		return fmt.Errorf("quorumlock: adopt: %w", ErrClosed)
 	}
-	defer l.inflight.Done()
+	defer l.leave()
 	pick := make([]bool, len(l.nodes))
 	if len(nodes) == 0 {
 		for i := range pick {
@@ -264,7 +270,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	if !l.enter() {
 		return nil, l.closedError(OpAcquire, key)
 	}
-	defer l.inflight.Done()
+	defer l.leave()
 
 	rkey := l.o.keyPrefix + key
 	if rkey == BirthKey {
@@ -549,14 +555,17 @@ func (l *Locker) Stats() Stats {
 }
 
 // Do runs fn under the lock on key: it acquires the lock as Acquire does,
-// keeps it alive while fn runs (see Lock.KeepAlive), and releases it when
-// fn returns or panics. The context fn receives is cancelled the moment the
-// lock ends (lost, or past its validity), with the lock's Err as its cause
-// (context.Cause); fn must stop using the protected resource then.
+// holds it while fn runs (see Lock.Hold: kept alive, and never released by
+// Close while fn runs), and releases it when fn returns or panics. The
+// context fn receives is cancelled the moment the lock ends (lost, or past
+// its validity), with the lock's Err as its cause (context.Cause), or when
+// the Locker is closing (a cause matching ErrClosed); fn must stop using
+// the protected resource then.
 //
 // Do returns Acquire's error if the lock was not taken (fn did not run);
 // otherwise fn's error joined with the lock's: the cause if the lock was
-// lost while fn ran, or Release's error.
+// lost while fn ran, or Release's error, and ErrClosed when Close cut fn
+// short.
 func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context) error) (err error) {
 	if l.zero() {
 		return errZeroLocker
@@ -571,18 +580,21 @@ func (l *Locker) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	if err := lock.KeepAlive(); err != nil {
+	fctx, done, err := lock.Hold(ctx)
+	if err != nil {
 		return errors.Join(err, lock.Release(ctx))
 	}
-	fctx, cancel := lock.Context(ctx)
 	defer func() {
-		cancel()
-		lost := lock.Err()
+		cause, lost := context.Cause(fctx), lock.Err()
 		rerr := lock.Release(ctx)
+		done()
 		if lost != nil {
 			err = errors.Join(err, lost)
 		} else if rerr != nil {
 			err = errors.Join(err, rerr)
+		}
+		if errors.Is(cause, ErrClosed) {
+			err = errors.Join(err, cause)
 		}
 	}()
 	return fn(fctx)
@@ -670,7 +682,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	// that notices start and whose clean-ups start others could go on
 	// waking each other while a holder the herald does not know of keeps
 	// the lock.
-	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing)
+	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing, nil)
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed
@@ -749,15 +761,24 @@ func (l *Locker) closedError(op Op, key string) error {
 	return fmt.Errorf("quorumlock: %s %q: %w", op, key, ErrClosed)
 }
 
-// enter registers an operation that Close must wait for.
+// enter registers a call that Close must wait for; the caller must leave.
 func (l *Locker) enter() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
-	l.inflight.Add(1)
+	l.busy++
 	return true
+}
+
+// leave ends what enter or startHold began.
+func (l *Locker) leave() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy--; l.busy == 0 && l.closed {
+		close(l.idle)
+	}
 }
 
 // register records a newly acquired lock so that Close can release it.
@@ -785,26 +806,71 @@ func (l *Locker) isClosed() bool {
 	return l.closed
 }
 
-// Close stops the Locker: operations in flight end (an Acquire waiting to
-// retry returns ErrClosed), every lock still held is released, and the nodes
-// are closed. Later calls return ErrClosed, except Lock.Release, which returns
-// nil for a lock Close released. Close is idempotent; it returns the errors
-// of the releases and of closing the nodes.
+// errClosing is the cause with which Close cancels the contexts of
+// holders at work (Lock.Hold, Do).
+var errClosing = fmt.Errorf("quorumlock: the Locker is closing: %w", ErrClosed)
+
+// Close stops the Locker and waits as long as it takes: it is Shutdown
+// without a bound. Use Shutdown to bound the wait for holders (Do
+// functions, Lock.Hold) that do not stop when their context is cancelled.
 func (l *Locker) Close() error {
 	if l.zero() {
 		return errZeroLocker
 	}
+	return l.Shutdown(context.Background())
+}
+
+// Shutdown stops the Locker. New calls fail with ErrClosed; an Acquire
+// waiting to retry returns ErrClosed; the contexts of holders at work (Do
+// functions, Lock.Hold) are cancelled with a cause matching ErrClosed.
+// It then waits, until ctx ends, for those holders to finish and for the
+// calls in flight to return: a lock is never released while its holder
+// still works. Then it releases every lock still held and closes the
+// nodes, and returns the errors of those releases and closes.
+//
+// When ctx ends first, Shutdown returns an error matching ctx's, leaves
+// the holders' locks held (kept alive) and the nodes open; call Shutdown
+// or Close again to finish. Once finished, later calls return nil.
+func (l *Locker) Shutdown(ctx context.Context) error {
+	if l.zero() {
+		return errZeroLocker
+	}
+	if ctx == nil {
+		return invalid("context is nil")
+	}
 	l.mu.Lock()
-	if l.closed {
+	if !l.closed {
+		l.closed = true
+		close(l.closing)
+		for h := range l.holds {
+			h.cancel(errClosing)
+		}
+		if l.busy == 0 {
+			close(l.idle)
+		}
+	}
+	l.mu.Unlock()
+	select {
+	case <-l.idle:
+	case <-ctx.Done():
+		l.mu.Lock()
+		busy := l.busy
 		l.mu.Unlock()
+		return fmt.Errorf("quorumlock: shutdown: %d holders or calls still running, their locks kept; call Shutdown or Close again to finish: %w",
+			busy, contextError(ctx))
+	}
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	if l.done {
 		return nil
 	}
-	l.closed = true
-	close(l.closing)
-	l.mu.Unlock()
+	l.done = true
+	return l.finishClose()
+}
 
-	l.inflight.Wait()
-
+// finishClose releases the locks still held, stops the keeper and the
+// subscriptions, and closes the nodes.
+func (l *Locker) finishClose() error {
 	l.mu.Lock()
 	held := make([]*Lock, 0, len(l.held))
 	for lock := range l.held {
@@ -816,7 +882,7 @@ func (l *Locker) Close() error {
 	for _, lock := range held {
 		// A lock already known lost is still released, for the keys it may
 		// have left, but what that finds is no news.
-		lost := lock.Err() != nil
+		lost := errors.Is(lock.Err(), ErrLockLost)
 		if err := lock.release(context.Background()); err != nil && !lost && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)
 		}

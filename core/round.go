@@ -129,8 +129,9 @@ func detached(ctx context.Context) context.Context {
 // releaseAll asks every node to delete key if it holds value. With
 // notify, the herald also announces the release: it hands the key to the
 // oldest waiter in the key's wait queue, if any, and handed reports that
-// it did.
-func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool) (results []NodeResult, handed bool) {
+// it did. With prev, the results of an earlier release of the same value,
+// the nodes that answered it are not asked again: their answers stand.
+func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool, prev []NodeResult) (results []NodeResult, handed bool) {
 	// One allocation: keys are kv[:1] (kv[:2] on the herald), args
 	// kv[2:3] (kv[2:4] on the herald).
 	st := &struct {
@@ -146,6 +147,9 @@ func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool)
 		}
 	}
 	results = l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
+		if prev != nil && (prev[i].Outcome == OutcomeOK || prev[i].Outcome == OutcomeRefused) {
+			return prev[i].Outcome == OutcomeOK, nil
+		}
 		kv := &st.kv
 		if i != herald {
 			return l.scriptVote(ctx, i, ScriptRelease, kv[:1], kv[2:3])

@@ -94,7 +94,10 @@ type Result struct {
 // node that did not answer, unless at most Config.TolerateDown did not
 // and a quorum did (the Locker is closed then). With Config.AdoptNodes it
 // then adopts the nodes for the restart guard (core.Locker.Adopt), and
-// fails if that fails. Its OnStop closes the Locker.
+// fails if that fails. Its OnStop shuts the Locker down
+// (core.Locker.Shutdown) within the stop context: holders still at work
+// (Do functions, httplock handlers) are cancelled and waited for until
+// that context ends, and their locks are never released under them.
 func New(p Params) (Result, error) {
 	c := p.Config
 	if err := c.validate(fieldName); err != nil {
@@ -140,7 +143,8 @@ func New(p Params) (Result, error) {
 				}
 				return nil
 			},
-			OnStop: func(context.Context) error { return locker.Close() },
+			// Holders still at work get until the stop context ends.
+			OnStop: func(ctx context.Context) error { return locker.Shutdown(ctx) },
 		})
 	}
 	return Result{Locker: locker}, nil

@@ -355,3 +355,35 @@ func TestAdoptNodes(t *testing.T) {
 	acquireRelease(t, locker, cfg.Addrs, "fxmodule:adopt")
 	app.RequireStop()
 }
+
+// The stop hook honours its context: a Do function still at work is
+// cancelled (cause core.ErrClosed) and waited for only until the stop
+// context ends, and its lock is not released under it.
+func TestStopHonoursItsContext(t *testing.T) {
+	addrs := servers(t)
+	app, locker := newApp(t, fxmodule.Config{Driver: "goredis", Addrs: addrs})
+	app.RequireStart()
+	key := "fxmodule:" + t.Name()
+	started, finish := make(chan struct{}), make(chan struct{})
+	causes, did := make(chan error, 1), make(chan error, 1)
+	go func() {
+		did <- locker.Do(testCtx(t), key, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			<-finish // winds down for longer than the stop allows
+			return nil
+		})
+	}()
+	<-started
+	stopCtx, cancel := context.WithTimeout(testCtx(t), 200*time.Millisecond)
+	defer cancel()
+	err := app.Stop(stopCtx)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the stop hook returns when its context ends")
+	assert.ErrorIs(t, <-causes, core.ErrClosed)
+	assert.Equal(t, addrs, holders(t, addrs, key), "not released while fn runs")
+	close(finish)
+	require.ErrorIs(t, <-did, core.ErrClosed)
+	assert.Empty(t, holders(t, addrs, key), "released when fn returned")
+	require.NoError(t, locker.Close())
+}

@@ -44,11 +44,13 @@
 //
 // # While the handler runs
 //
-// The lock is kept alive (core.Lock.KeepAlive, every WithKeepAlive
-// interval of the Locker) and the request's context is replaced by the
-// lock's (core.Lock.Context): if the lock is lost, the handler's context
-// is cancelled and context.Cause says why (an error matching
-// core.ErrLockLost). A handler that writes to storage must stop then, and
+// The lock is held (core.Lock.Hold): kept alive every WithKeepAlive
+// interval of the Locker, and the request's context is replaced by the
+// lock's: if the lock is lost, the handler's context is cancelled and
+// context.Cause says why (an error matching core.ErrLockLost); if the
+// Locker is closing, the cause matches core.ErrClosed, and the Locker's
+// Close (or Shutdown, until its context ends) waits for the handler to
+// return: the lock is never released under a running handler. A handler that writes to storage must stop then, and
 // can pass the lock's fencing token along (FromContext gives the lock).
 // When the handler returns, or panics, the lock is released under a
 // context detached from the request's, which may have been cancelled, and

@@ -92,9 +92,10 @@ func FromContext(ctx context.Context) (*core.Lock, bool) {
 //   - anything else: 500 Internal Server Error.
 //
 // Refusals are written by the ErrorHandler. While the handler runs, the
-// lock is kept alive (core.Lock.KeepAlive) and the request's context is
-// the lock's (core.Lock.Context): it is cancelled, with the lock's error as
-// its cause, if the lock is lost. The lock is released when the handler
+// lock is held (core.Lock.Hold): kept alive, and the request's context is
+// cancelled, with the lock's error as its cause, if the lock is lost, or
+// with a cause matching core.ErrClosed when the Locker is closing, whose
+// Close then waits for the handler to return before releasing the lock. The lock is released when the handler
 // returns or panics (the panic then goes on), under a context detached from
 // the request's and bounded by ReleaseTimeout.
 //
@@ -157,14 +158,19 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.refuse(w, r, key, err)
 		return
 	}
-	// Deferred calls run when the handler panics too; the panic then goes on.
-	defer m.release(r, lock)
-	if err := lock.KeepAlive(); err != nil {
+	// Held (kept alive, and never released by the Locker's Close while
+	// the handler runs) until the handler returns.
+	ctx, done, err := lock.Hold(r.Context())
+	if err != nil {
+		m.release(r, lock)
 		m.refuse(w, r, key, err)
 		return
 	}
-	ctx, cancel := lock.Context(r.Context())
-	defer cancel()
+	// Deferred calls run when the handler panics too; the panic then goes on.
+	defer func() {
+		m.release(r, lock)
+		done()
+	}()
 	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lockKey{}, lock)))
 }
 

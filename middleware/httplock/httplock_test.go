@@ -364,3 +364,51 @@ func TestErrorHandler(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, got.Status)
 	assert.ErrorIs(t, got, context.Canceled)
 }
+
+// The Locker's Close while a handler runs cancels the handler's context
+// (cause core.ErrClosed) and waits for it: the lock is not released under
+// a handler still at work.
+func TestCloseWaitsForHandler(t *testing.T) {
+	nodes := memory.NewNodes(3)
+	locker, err := core.New(memory.AsNodes(nodes))
+	require.NoError(t, err)
+	entered, causes, heldAtEnd := make(chan struct{}), make(chan error, 1), make(chan bool, 1)
+	mux := route(t, locker, func(w http.ResponseWriter, r *http.Request) {
+		lock, ok := httplock.FromContext(r.Context())
+		if !assert.True(t, ok) {
+			return
+		}
+		close(entered)
+		<-r.Context().Done()
+		causes <- context.Cause(r.Context())
+		held := true
+		for _, n := range nodes {
+			v, _, ok := n.Get(lock.Key())
+			held = held && ok && v == lock.Value()
+		}
+		heldAtEnd <- held
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	codes := make(chan int, 1)
+	go func() { codes <- serve(t, mux, http.MethodPost, "/orders/1").Code }()
+	_, err = within(entered, requestTimeout)
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { closed <- locker.Close() }()
+
+	cause, err := within(causes, requestTimeout)
+	require.NoError(t, err, "Close did not cancel the handler's context")
+	assert.ErrorIs(t, cause, core.ErrClosed)
+	held, err := within(heldAtEnd, requestTimeout)
+	require.NoError(t, err)
+	assert.True(t, held, "the lock was released while the handler ran")
+	code, err := within(codes, requestTimeout)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	cerr, err := within(closed, requestTimeout)
+	require.NoError(t, err)
+	require.NoError(t, cerr)
+	for _, n := range nodes {
+		assert.Empty(t, n.Keys(), "released once the handler returned")
+	}
+}
