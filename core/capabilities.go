@@ -56,7 +56,7 @@ type Watcher interface {
 }
 
 // Sharded is an optional Node capability: a node that spreads its keys over
-// several servers (a Redis Cluster, a go-redis Ring) says so by returning
+// several servers (a Redis Cluster) says so by returning
 // true. The restart guard (WithRestartGuard) leaves such a node out, since
 // one birth key cannot speak for every shard, and a script may touch only
 // keys of one slot. A node without this method is one server, so a

@@ -276,8 +276,8 @@ func WithWakeOnRelease(on bool) Option {
 // quorumlock:birth 0 by hand), which an operator may do only for nodes
 // known to hold no lock (a first start, or after a max TTL down).
 //
-// The guard does not apply to sharded nodes (Sharded: a Redis Cluster or a
-// go-redis Ring), where one birth key cannot speak for every shard;
+// The guard does not apply to sharded nodes (Sharded: a Redis Cluster),
+// where one birth key cannot speak for every shard;
 // cluster masters fail over to replicas rather than restart empty, which is
 // the replication hazard that WAIT-based acknowledgement addresses.
 //

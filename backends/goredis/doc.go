@@ -6,10 +6,42 @@
 //
 // # Accepted clients
 //
-// New takes any client with Process, Eval and EvalSha: *redis.Client (a
-// single node, or a failover client from redis.NewFailoverClient),
-// *redis.ClusterClient, *redis.Ring, or a redis.UniversalClient. Each client
-// is one Redlock node: for N independent masters, make N clients and N nodes.
+// Each client is one Redlock node: for N independent masters, make N
+// clients and N nodes. New takes any client with Process, Eval and
+// EvalSha, and accepts:
+//
+//   - a *redis.Client of one server (redis.NewClient, or
+//     redis.NewUniversalClient with one address);
+//   - a *redis.ClusterClient over a Redis Cluster (redis.NewClusterClient,
+//     or redis.NewUniversalClient with several addresses), ReadOnly,
+//     RouteByLatency and RouteRandomly included: they send replicas only
+//     the commands Redis flags read-only, and the lock's SET, EVAL and
+//     EVALSHA go to the slot's master (see Redis Cluster below).
+//
+// New refuses, with an error matching core.ErrInvalidArgument, the clients
+// that are not one Redlock node, because a key they write can move to
+// another server over time, or a write the server acknowledged can vanish
+// without a restart:
+//
+//   - a *redis.Ring: it takes a shard that misses heartbeats (stalled, or
+//     cut off) out of the ring and rehashes its keys onto the others, so a
+//     second client wins a lock the first still holds on that shard;
+//   - a Sentinel failover client (redis.NewFailoverClient, or
+//     redis.NewUniversalClient with MasterName): after a failover it writes
+//     to a promoted replica, which may lack a lock the old master
+//     acknowledged (replication is asynchronous), and which the restart
+//     guard takes for the same server, since it has the birth key;
+//   - a *redis.ClusterClient whose slot map comes from ClusterSlots
+//     (redis.NewFailoverClusterClient builds one from Sentinel): its
+//     servers are not a Redis Cluster and do not check that map.
+//
+// Client types are recognised by their Options method, which a type of the
+// caller's that embeds one promotes. A client without it cannot be told
+// apart and counts as one server: a *redis.Conn or an AutoPipeliner taken
+// from a refused client, or a wrapper that hides the client. Nor can New
+// see a Dialer that picks among servers, or an address whose DNS name
+// follows a failover (a managed service's primary endpoint). Give New a
+// client of one server or of one Redis Cluster.
 //
 // The client must have ContextTimeoutEnabled: without it go-redis ignores
 // context deadlines on the socket, and the Locker's node timeout cannot
@@ -39,11 +71,14 @@
 //
 // A *redis.ClusterClient is one node whose keys are spread over the
 // cluster's masters by hash slot; every command of one lock touches one key,
-// so each goes to one master. A cluster is one Redlock node, not N: its
-// masters are not independent voters, and a failover can lose a lock that
-// was not yet replicated. For Redlock across clusters, give the Locker
-// several cluster clients. ClusterOptions gives a cluster client the
-// settings of ClientOptions.
+// so each goes to one master, and a master refuses the keys of slots it
+// does not own. A cluster is one Redlock node, not N: its masters are not
+// independent voters, and a failover can lose a lock that was not yet
+// replicated, as a restart without persistence would on a server of its
+// own; the restart guard does not watch a cluster (Sharded). For Redlock
+// across clusters, give the Locker several cluster clients: with three or
+// more, one such loss leaves a quorum. ClusterOptions gives a cluster
+// client the settings of ClientOptions.
 //
 // # Compliance
 //

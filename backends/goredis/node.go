@@ -16,9 +16,9 @@ import (
 	"github.com/quorumlock/quorumlock/internal/nilness"
 )
 
-// Client is the part of a go-redis client that a Node uses. *redis.Client
-// (single node or failover), *redis.ClusterClient, *redis.Ring and
-// redis.UniversalClient all implement it.
+// Client is the part of a go-redis client that a Node uses. *redis.Client,
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient all
+// implement it; New refuses those that are not one Redlock node (see New).
 type Client interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 	Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd
@@ -55,8 +55,10 @@ func (o option) String() string  { return o.name }
 
 // WithName names the node in errors, logs and metrics; core refuses two
 // nodes of one name in a Locker.
-// Default: the client's address ("127.0.0.1:6379"), "cluster:" or "ring:"
-// followed by its addresses, or the client's type for other clients.
+// Default: the client's address ("127.0.0.1:6379"), "cluster:" followed by
+// a cluster client's addresses, sorted and joined by commas, or the
+// client's type for other clients: for a server, the name backends/rueidis
+// gives it too.
 func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
 }
@@ -108,6 +110,17 @@ func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 // New returns a Node that runs the lock protocol through client. The client
 // must have ContextTimeoutEnabled set in its options (see
 // AllowUnboundedCalls), so that the node timeout bounds every call.
+//
+// The client must also be one Redlock node: a key it writes stays on one
+// server (or, for a Redis Cluster, on its slot's master), and an
+// acknowledged write is lost only when that server restarts. New refuses,
+// with an error matching core.ErrInvalidArgument, the client types that
+// break this: a *redis.Ring, a Sentinel failover client
+// (redis.NewFailoverClient, or redis.NewUniversalClient with MasterName),
+// and a *redis.ClusterClient whose slot map comes from ClusterSlots
+// (redis.NewFailoverClusterClient). Client types are recognised by their
+// Options method, so a type of the caller's that embeds one of these
+// clients counts as that client.
 func New(client Client, opts ...Option) (*Node, error) {
 	if nilness.IsNil(client) {
 		return nil, fmt.Errorf("%w: goredis: client is nil", core.ErrInvalidArgument)
@@ -119,6 +132,9 @@ func New(client Client, opts ...Option) (*Node, error) {
 		}
 	}
 	name, bounded := describe(client)
+	if err := refuseTopology(client, name); err != nil {
+		return nil, err
+	}
 	if !bounded && !c.allowNoCtxBounds {
 		return nil, fmt.Errorf("%w: goredis: client %s has ContextTimeoutEnabled false, so contexts cannot bound its calls "+
 			"and one slow node would stall every round; set ContextTimeoutEnabled: true in its options, or pass goredis.AllowUnboundedCalls()",
@@ -134,11 +150,11 @@ func New(client Client, opts ...Option) (*Node, error) {
 // deadlines, for the client types whose options can be read.
 func describe(client Client) (name string, bounded bool) {
 	switch cl := client.(type) {
-	case *redis.Client:
+	case singleClient:
 		return cl.Options().Addr, cl.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return "cluster:" + strings.Join(cl.Options().Addrs, ","), cl.Options().ContextTimeoutEnabled
-	case *redis.Ring:
+	case clusterClient:
+		return "cluster:" + strings.Join(slices.Sorted(slices.Values(cl.Options().Addrs)), ","), cl.Options().ContextTimeoutEnabled
+	case ringClient:
 		addrs := slices.Sorted(maps.Values(cl.Options().Addrs))
 		return "ring:" + strings.Join(addrs, ","), cl.Options().ContextTimeoutEnabled
 	default:
@@ -149,16 +165,13 @@ func describe(client Client) (name string, bounded bool) {
 // Client returns the client the node was built with.
 func (n *Node) Client() Client { return n.client }
 
-// Sharded implements core.Sharded: true for a *redis.ClusterClient or a
-// *redis.Ring, whose keys live on several servers, so that core's restart
-// guard leaves the node out. A client of another type counts as one
-// server: give a cluster as the *redis.ClusterClient itself.
+// Sharded implements core.Sharded: true for a *redis.ClusterClient (or a
+// type that embeds one), whose keys live on several servers, so that
+// core's restart guard leaves the node out. A client of another type
+// counts as one server.
 func (n *Node) Sharded() bool {
-	switch n.client.(type) {
-	case *redis.ClusterClient, *redis.Ring:
-		return true
-	}
-	return false
+	_, ok := n.client.(clusterClient)
+	return ok
 }
 
 // String returns the node's name.

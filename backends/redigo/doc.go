@@ -12,9 +12,19 @@
 // make N pools and N nodes. redigo has no Redis Cluster client; use the
 // goredis or rueidis backend for a cluster.
 //
+// A pool is one Redlock node only if every connection it dials reaches the
+// same server. Its Dial and DialContext are functions, which New cannot
+// inspect: a pool that dials several servers (round robin, or a Sentinel
+// helper's dialler that dials the master of the moment) is accepted, and
+// is not one node: a new connection may reach another server, where one
+// lock key can be taken a second time, and a failover's promoted replica
+// may lack a lock the old master acknowledged. Dial one server per pool.
+//
 // A node cannot read the address a pool dials, so its default name is
 // "redigo:" and the pool's pointer. Give each node its address with
-// WithName, so that errors and metrics name the server.
+// WithName ("host:port", as backends/goredis and backends/rueidis name a
+// server), so that errors and metrics name the server, and a server has
+// one name, and every process the same herald, whatever the driver.
 //
 // # Contexts
 //

@@ -15,9 +15,37 @@
 // # Accepted clients
 //
 // New takes any rueidis.Client (or anything with its B, Do and Mode
-// methods): a single master, a sentinel-managed master, or a Redis
-// Cluster, which rueidis detects from the address. Each client is one
-// Redlock node: for N independent masters, make N clients and N nodes.
+// methods): a client of one server, or of a Redis Cluster, which rueidis
+// detects from the address. Each client is one Redlock node: for N
+// independent masters, make N clients and N nodes.
+//
+// New refuses, with an error matching core.ErrInvalidArgument, the clients
+// that are not one Redlock node, because a key they write can move to
+// another server over time, or a write the server acknowledged can vanish
+// without a restart:
+//
+//   - a Sentinel client (ClientOption.Sentinel; Mode sentinel): after a
+//     failover it writes to a promoted replica, which may lack a lock the
+//     old master acknowledged (replication is asynchronous), and which the
+//     restart guard takes for the same server, since it has the birth key;
+//   - a client of a primary with replicas (Standalone.ReplicaAddress),
+//     which sends a replica whatever its SendToReplicas picks, a choice a
+//     node cannot check; or with redirects (Standalone.EnableRedirect,
+//     Valkey 8), which follows a REDIRECT reply to whichever server is
+//     primary after a failover. rueidis reports Mode standalone for these,
+//     as for a client of one server: New knows them by their type, or,
+//     inside a wrapper, by the servers Nodes lists.
+//
+// rueidis never moves a client of one server to another address: several
+// standalone addresses make NewClient fail (it takes them for a cluster's)
+// unless ForceSingleClient is set, and the client then talks to the first
+// for its whole life. A cluster client's ReplicaOnly and SendToReplicas
+// cannot be seen from outside; a cluster replica redirects a write command
+// to its master, and a script's writes fail on a read-only replica, so the
+// lock's keys stay on the slot's master. New cannot see a DialCtxFn that
+// picks among servers, an address whose DNS name follows a failover, or a
+// client with redirects inside a wrapper: give it a client of one server
+// or of one Redis Cluster.
 //
 // ClientOption returns options suited to a lock node: no client-side
 // caching (no CLIENT TRACKING, which managed services refuse; the protocol
@@ -52,8 +80,10 @@
 // A cluster client is one node: each command goes to the master of its
 // key's slot. A cluster is one Redlock node, not N: its masters are not
 // independent voters, and a failover can lose a lock that was not yet
-// replicated. For Redlock across clusters, give the Locker several cluster
-// clients. The protocol's keys for one lock share a slot; on a cluster the
+// replicated, as a restart without persistence would on a server of its
+// own; the restart guard does not watch a cluster (Sharded). For Redlock
+// across clusters, give the Locker several cluster clients: with three or
+// more, one such loss leaves a quorum. The protocol's keys for one lock share a slot; on a cluster the
 // node refuses a script call whose keys do not (with an error wrapping
 // core.ErrInvalidArgument), where rueidis's builder would panic.
 //

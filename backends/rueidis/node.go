@@ -18,7 +18,8 @@ import (
 )
 
 // Client is the part of a rueidis client that a Node uses. Every
-// rueidis.Client implements it, single node, sentinel or cluster.
+// rueidis.Client implements it; New refuses those that are not one
+// Redlock node (see New).
 type Client interface {
 	B() rueidis.Builder
 	Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
@@ -126,9 +127,21 @@ func ClientOption(addrs ...string) rueidis.ClientOption {
 }
 
 // New returns a Node that runs the lock protocol through client. Its
-// default name is the client's mode and the addresses of the servers it
-// knows, sorted ("standalone:127.0.0.1:6379", "cluster:127.0.0.1:7000,..."),
-// when the client can tell them; otherwise the client's type.
+// default name is the addresses of the servers the client knows, sorted
+// and joined by commas, when the client can tell them, and otherwise the
+// client's type. A client of one server is named by its address alone
+// ("127.0.0.1:6379"), as backends/goredis names it; a client in another
+// mode has the mode first ("cluster:127.0.0.1:7000,127.0.0.1:7001,...").
+//
+// The client must be one Redlock node: a key it writes stays on one server
+// (for a cluster, on its slot's master), and an acknowledged write is lost
+// only when that server restarts. New refuses, with an error matching
+// core.ErrInvalidArgument, a Sentinel client (Mode sentinel) and a client
+// of a primary with replicas or redirects (Standalone.ReplicaAddress,
+// Standalone.EnableRedirect), which rueidis builds with a type of its own.
+// A client that wraps another (rueidisotel, rueidishook, a type of the
+// caller's) is judged by the Mode and Nodes it reports: a wrapped client
+// with replicas is refused, one with redirects alone cannot be told apart.
 func New(client Client, opts ...Option) (*Node, error) {
 	if nilness.IsNil(client) {
 		return nil, fmt.Errorf("%w: rueidis: client is nil", core.ErrInvalidArgument)
@@ -143,6 +156,9 @@ func New(client Client, opts ...Option) (*Node, error) {
 	if name == "" {
 		name = describe(client)
 	}
+	if err := refuseTopology(client, name); err != nil {
+		return nil, err
+	}
 	return &Node{client: client, name: name, cluster: client.Mode() == rueidis.ClientModeCluster, owned: c.owned}, nil
 }
 
@@ -156,6 +172,9 @@ func describe(client Client) string {
 		addrs = append(addrs, addr)
 	}
 	slices.Sort(addrs)
+	if client.Mode() == rueidis.ClientModeStandalone {
+		return strings.Join(addrs, ",")
+	}
 	return string(client.Mode()) + ":" + strings.Join(addrs, ",")
 }
 
