@@ -77,14 +77,20 @@ bench-drivers: redis
 bench-smoke: redis
 	cd benchmarks && $(GO) vet ./... && $(GO) test -race -count=1 ./... && $(GO) run ./cmd/lockbench -quick -json /dev/null > /dev/null
 
-## chaos: the long safety run (cmd/chaos): 50 seeds of 12 s, each over
-## five redis-servers behind fault proxies with 16 clients, every fault
-## kind, drivers in turn; about 13 minutes. Prints acquisitions, faults by
-## kind, violations (must be 0), lock keys left after the TTL (must be 0)
-## and the slowest acquisition; fails on a violation or a key left.
-## CHAOS_FLAGS passes flags (make chaos CHAOS_FLAGS="-seeds 5 -v").
+## chaos: the long runs. First core's model-based test (TestModel) over
+## MODEL_SEEDS seeds instead of the 500 of `make test`: random programs of
+## every call over shared memory nodes with faults, checked against a
+## reference model, in fake time; a few minutes. Then the safety run
+## (cmd/chaos): 50 seeds of 12 s, each over five redis-servers behind
+## fault proxies with 16 clients, every fault kind, drivers in turn; about
+## 13 minutes. Prints acquisitions, faults by kind, violations (must be 0),
+## lock keys left after the TTL (must be 0) and the slowest acquisition;
+## fails on a violation or a key left. CHAOS_FLAGS passes flags (make chaos
+## CHAOS_FLAGS="-seeds 5 -v").
 CHAOS_FLAGS ?=
+MODEL_SEEDS ?= 10000
 chaos: redis
+	QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) $(GO) test -race -run TestModel -count=1 -timeout 60m ./core/
 	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed

@@ -45,6 +45,7 @@ func runCluster(t *testing.T, h Harness) {
 		{"OneSlotPerLock", oneSlotPerLock},
 		{"KilledMaster", killedMaster},
 		{"KilledMasterInOneOfThree", killedMasterInOneOfThree},
+		{"KilledIdentityMaster", killedIdentityMaster},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,6 +164,9 @@ func oneSlotPerLock(t *testing.T, h Harness) {
 			require.NoError(t, err)
 			require.Equal(t, server, core.HashSlot(prefix+k), "core.HashSlot(%q) disagrees with CLUSTER KEYSLOT", prefix+k)
 			for _, keys := range calls {
+				if len(keys) == 1 && keys[0] == core.IdentityKey {
+					continue // the cluster's identity, asked in a call of its own
+				}
 				for _, ck := range keys {
 					assert.Equal(t, server, core.HashSlot(ck), "lock %q touched key %q in another slot", prefix+k, ck)
 				}
@@ -295,6 +299,32 @@ func killedMasterInOneOfThree(t *testing.T, h Harness) {
 	require.NoError(t, s.KillMaster(1, m1))
 	_, err = returnsWithinLock(t, func() (*core.Lock, error) { return l.Acquire(ctx, k) })
 	require.ErrorIs(t, err, core.ErrUnavailable, "one cluster of three cannot make a quorum")
+}
+
+// killedIdentityMaster kills the master that holds the cluster's identity
+// (core.IdentityKey's slot) once the Locker knows the cluster: the keys of
+// the other masters keep working, failures on the dead master's slots
+// included, since a cluster's failures do not make core ask its identity
+// again.
+func killedIdentityMaster(t *testing.T, h Harness) {
+	s := clusterServers(t, h.Isolated(t, 1))
+	l := newLocker(t, s.Nodes(t), Strategies()[0], core.WithTries(2))
+	ctx := t.Context()
+	m, err := s.MasterOf(ctx, 0, core.IdentityKey)
+	require.NoError(t, err)
+	byMaster := keysByMaster(t, s, 0, key(t), 1)
+	live := byMaster[(m+1)%len(byMaster)][0]
+	lock, err := l.TryAcquire(ctx, live)
+	require.NoError(t, err, "the Locker's first contact: the identity is asked")
+	require.NoError(t, lock.Release(ctx))
+
+	require.NoError(t, s.KillMaster(0, m))
+	_, err = returnsWithinLock(t, func() (*core.Lock, error) { return l.TryAcquire(ctx, byMaster[m][0]) })
+	require.ErrorIs(t, err, core.ErrUnavailable, "a key on the dead master")
+	lock, err = returnsWithinLock(t, func() (*core.Lock, error) { return l.TryAcquire(ctx, live) })
+	require.NoError(t, err, "a key on a surviving master")
+	require.NoError(t, lock.Extend(ctx))
+	require.NoError(t, lock.Release(ctx))
 }
 
 func returnsWithinLock(t *testing.T, fn func() (*core.Lock, error)) (*core.Lock, error) {

@@ -18,7 +18,8 @@
 //
 // NodeContract drives one node directly: SET NX PX semantics and millisecond
 // TTLs, expiry, the release and extend scripts by source and by SHA (missing
-// key, wrong value, right value), NOSCRIPT classification and recovery after
+// key, wrong value, right value), the identity script (written once, never
+// expiring), NOSCRIPT classification and recovery after
 // SCRIPT FLUSH, prompt return on cancelled contexts and on a paused server,
 // errors from a closed client, long, binary and unicode keys, and concurrent
 // use.
@@ -62,8 +63,10 @@
 // locks on keys over every master, every key of one lock in one hash slot
 // (core.HashSlot checked against CLUSTER KEYSLOT, with hash tags in keys and
 // key prefixes), a master killed while locks are held and taken (the outage
-// error, promptly, and the other masters unaffected), and a master killed in
-// one of three independent clusters (the other two still make a quorum).
+// error, promptly, and the other masters unaffected), a master killed in
+// one of three independent clusters (the other two still make a quorum),
+// and the master that holds the cluster's identity (core.IdentityKey)
+// killed (the other masters unaffected).
 //
 // RunCrossDriver checks that drivers agree on the wire: a lock taken through
 // each driver is held, extended and released correctly through each of the

@@ -27,6 +27,7 @@ func runNodeContract(t *testing.T, h Harness) {
 		{"Expiry", expiry},
 		{"ReleaseScript", releaseScript},
 		{"ExtendScript", extendScript},
+		{"IdentifyScript", identifyScript},
 		{"NoScript", noScript},
 		{"ScriptFlushRecovery", scriptFlushRecovery},
 		{"CancelledContext", cancelledContext},
@@ -179,6 +180,26 @@ func extendScript(t *testing.T, h Harness) {
 	require.True(t, found)
 	assert.Equal(t, "mine", v)
 	assert.InDelta(t, 60000, ttl.Milliseconds(), 1000, "PEXPIRE sets the TTL in milliseconds")
+}
+
+// identifyScript: the server's identity (core.IdentityKey) is written once,
+// with the first candidate, and never expires; every later call returns
+// it, whatever its candidate.
+func identifyScript(t *testing.T, h Harness) {
+	n, s := isolatedNode(t, h)
+	ctx := t.Context()
+	keys := []string{core.IdentityKey}
+	require.NoError(t, s.Del(ctx, 0, core.IdentityKey))
+	a, b := evalBoth(t, n, core.ScriptIdentify, keys, []string{"first"})
+	assert.Equal(t, []any{"first", "first"}, []any{a, b}, "set once, then read")
+	r, err := n.EvalSHA(ctx, core.ScriptIdentify.SHA(), keys, []string{"second"})
+	require.NoError(t, err)
+	assert.Equal(t, "first", r, "another candidate changes nothing")
+	v, ttl, found, err := s.Get(ctx, 0, core.IdentityKey)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, "first", v)
+	assert.Zero(t, ttl, "no expiry")
 }
 
 func noScript(t *testing.T, h Harness) {

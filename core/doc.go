@@ -49,8 +49,20 @@
 // quorum, or when its validity runs out (for a kept-alive lock: when no
 // extension reached a quorum in time). Lock.Done is closed then, Lock.Err
 // says why, and Lock.Context gives a context cancelled with that cause.
-// Locker.Do ties it together: acquire, keep alive, run fn with a context
-// that ends with the lock, release.
+// Locker.Do ties it together: acquire, hold (Lock.Hold: keep alive, and a
+// context that ends with the lock), run fn, release.
+//
+// # Closing
+//
+// Each kept lock has one owner, the keeper: a lock enters it only while
+// held, and leaves it when it ends, whatever the interleaving of
+// KeepAlive, Extend, Release, Do and Close. A Release that did not reach a
+// quorum because nodes failed can be called again, and Close calls it
+// again. Close never releases a lock whose holder is still at work (a Do
+// function, an httplock handler, or any code between Lock.Hold and its
+// done): it cancels the holder's context with a cause matching ErrClosed
+// and waits for it; Locker.Shutdown bounds that wait with a context, as
+// fx's stop hooks need.
 //
 // # Fast hand-off
 //
@@ -102,6 +114,22 @@
 // no lock. Sharded nodes (a Redis Cluster) are left out: see Sharded and
 // WithRestartGuard.
 //
+// # One server, one vote
+//
+// Names are for people and for the herald's order; they cannot tell
+// servers apart (one server reached through two drivers, or as localhost
+// and 127.0.0.1, has two). So before a node's yes counts for the first
+// time, and again after a failed call, core asks its server who it is
+// (ScriptIdentify: IdentityKey, a random value the server keeps for good).
+// A node whose server already votes under another node's name is a
+// duplicate: it does not vote, and its outcome's error is a
+// *DuplicateNodeError, which matches ErrDuplicateNode and
+// ErrInvalidArgument and names both nodes. The first node to report an
+// identity keeps the vote; a Redis Cluster's identity is on the master of
+// IdentityKey's slot. ACLs must let the lock user read and write
+// IdentityKey (and BirthKey). The check costs a round trip or two at a
+// node's first yes and after a failure, nothing on later calls.
+//
 // # Choosing a strategy
 //
 // strategies.Parallel (the default) asks every node at once: a round costs
@@ -149,8 +177,12 @@
 //     outlives the failed round until its TTL.
 //   - On a Redis Cluster, every key core passes in one call hashes to one
 //     slot (see HashSlot); route by it.
-//   - Give each node a distinct String (its address): core refuses a Locker
-//     whose nodes share a name, as one server counted twice breaks the quorum.
+//   - Give each node a distinct String, the same for a server whatever the
+//     driver: its address, "host:port" as the user gave it, or "cluster:"
+//     and a cluster's addresses, sorted and joined by commas. Core refuses
+//     a Locker whose nodes share a name, and the first node by name is
+//     the herald; which server a node is, core asks the server (see One
+//     server, one vote).
 //   - Close what the node created, never a client the user handed in.
 //   - Pass the conformance suite (package conformance) from your tests.
 //

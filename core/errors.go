@@ -48,6 +48,11 @@ var (
 	// TTL ago. It is found inside a QuorumError's node outcomes, as a
 	// *RestartGuardError.
 	ErrNodeRestarted = errors.New("quorumlock: node restarted recently")
+	// ErrDuplicateNode: a node did not vote because it is a server that
+	// already votes under another node's name (one server reached through
+	// two drivers, or by two spellings of its address). It is found inside
+	// a QuorumError's node outcomes, as a *DuplicateNodeError.
+	ErrDuplicateNode = errors.New("quorumlock: node is the same server as another")
 )
 
 // RestartGuardError is a node outcome's error when the restart guard did

@@ -45,8 +45,9 @@ type keeper struct {
 
 // keptLock is the keeper's record of one lock.
 type keptLock struct {
-	due      time.Time // when the next extension starts
-	failures int       // extensions failed in a row
+	due       time.Time // when the next extension starts
+	failures  int       // extensions failed in a row
+	postponed bool      // its Extend or Release was running: not before due
 }
 
 func newKeeper(l *Locker) *keeper {
@@ -196,7 +197,9 @@ func (kp *keeper) run(exited chan struct{}) {
 			switch {
 			// A lock that falls due soon goes with this batch, to keep
 			// batches few; a retry after a failure waits its full delay.
-			case !e.due.After(now) || (e.failures == 0 && !e.due.After(horizon)):
+			// A lock whose own Extend or Release held it up waits until
+			// due: batched early, it would be found busy again at once.
+			case !e.due.After(now) || (e.failures == 0 && !e.postponed && !e.due.After(horizon)):
 				batch = append(batch, k)
 			case next.IsZero() || e.due.Before(next):
 				next = e.due
@@ -265,6 +268,7 @@ func (kp *keeper) renew(batch []*Lock) {
 		qe := k.settleExtend(context.Background(), start, end, deadlines[i], results[i])
 		kp.mu.Lock()
 		if e := kp.locks[k]; e != nil {
+			e.postponed = false
 			if qe == nil {
 				e.due, e.failures = start.Add(l.o.keepAlive), 0
 			} else {
@@ -286,7 +290,7 @@ func (kp *keeper) postpone(k *Lock, due time.Time) {
 	kp.mu.Lock()
 	defer kp.mu.Unlock()
 	if e := kp.locks[k]; e != nil {
-		e.due = due
+		e.due, e.postponed = due, true
 	}
 }
 
@@ -305,10 +309,18 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 		wg.Go(func() {
 			start := l.o.clock.Now()
 			votes := make([]vote, len(locks))
-			if b, ok := l.nodes[j].(Batcher); ok {
-				l.extendBatched(ctx, j, b, locks, ttl, votes)
+			// One server, one vote, as in a round (identity.go).
+			if err := l.precheck(ctx, j); err != nil {
+				for i := range votes {
+					votes[i].err = err
+				}
 			} else {
-				l.extendEach(ctx, j, locks, ttl, votes)
+				if b, ok := l.nodes[j].(Batcher); ok {
+					l.extendBatched(ctx, j, b, locks, ttl, votes)
+				} else {
+					l.extendEach(ctx, j, locks, ttl, votes)
+				}
+				l.confirmAll(ctx, j, votes)
 			}
 			latency := l.o.clock.Now().Sub(start)
 			for i, v := range votes {

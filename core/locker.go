@@ -21,6 +21,7 @@ type Locker struct {
 	nodes  []Node
 	names  []string
 	loaded []atomic.Uint32 // per node: bits of the scripts it has accepted
+	ident  *identity       // which server each node is (identity.go)
 	o      options
 
 	keeper *keeper // kept-alive locks
@@ -57,6 +58,13 @@ type Locker struct {
 // (or Redis Clusters): not replicas of each other, and each listed once.
 // The Locker takes ownership of the nodes and closes them in Close.
 //
+// Node names (Node.String) are for people and for the herald's order, and
+// must differ; they do not tell servers apart. Which server each node is,
+// the Locker asks the server itself (IdentityKey) before the node's first
+// yes counts: a server listed twice (through two drivers, or as localhost
+// and 127.0.0.1) votes once, and the other node's outcomes fail with a
+// *DuplicateNodeError.
+//
 // New validates every option and returns an error matching
 // ErrInvalidArgument for any mistake, such as no nodes, a nil node, two nodes
 // with the same name, or an impossible quorum.
@@ -90,6 +98,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		nodes:   append([]Node(nil), nodes...),
 		names:   names,
 		loaded:  make([]atomic.Uint32, len(nodes)),
+		ident:   newIdentity(len(nodes)),
 		o:       o,
 		closing: make(chan struct{}),
 		idle:    make(chan struct{}),
@@ -128,7 +137,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 			watched = watched || l.guarded[i]
 		}
 		if !watched && o.guardSet {
-			return nil, invalid("the restart guard (WithRestartGuard) cannot watch any of these nodes: all are sharded (Redis Cluster or Ring); use WithoutRestartGuard")
+			return nil, invalid("the restart guard (WithRestartGuard) cannot watch any of these nodes: all are sharded (Redis Clusters); use WithoutRestartGuard")
 		}
 		if !watched {
 			l.guarded = nil
@@ -273,8 +282,11 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	defer l.leave()
 
 	rkey := l.o.keyPrefix + key
-	if rkey == BirthKey {
+	switch rkey {
+	case BirthKey:
 		return nil, invalid("key %q is reserved for the restart guard (BirthKey)", rkey)
+	case IdentityKey:
+		return nil, invalid("key %q is reserved for the servers' identities (IdentityKey)", rkey)
 	}
 	var fence string
 	if l.o.fencing {
@@ -372,6 +384,10 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 				followUp, woken = true, chain
 				continue // released before the waiter could queue: try again now
 			}
+		} else {
+			// Not lost to a holder (an outage, say): the short pauses of a
+			// lock found free on the herald do not apply.
+			frees = 0
 		}
 		var released <-chan struct{}
 		delay := max(l.o.retry(max(counted, 1)), MinRetryDelay)
@@ -524,8 +540,9 @@ func (l *Locker) yielding(rkey string) bool {
 
 // Stats is a snapshot of a Locker's activity, for metrics and tests.
 type Stats struct {
-	// Held is the number of locks acquired and not yet released (a lost
-	// lock counts until its Release).
+	// Held is the number of locks acquired and not yet released on a
+	// quorum (a lost lock counts until its Release, and a lock whose
+	// Release failed until one succeeds or Close).
 	Held int
 	// KeptAlive is the number of locks the keep-alive machinery extends.
 	KeptAlive int
@@ -881,9 +898,10 @@ func (l *Locker) finishClose() error {
 	var errs []error
 	for _, lock := range held {
 		// A lock already known lost is still released, for the keys it may
-		// have left, but what that finds is no news.
-		lost := errors.Is(lock.Err(), ErrLockLost)
-		if err := lock.release(context.Background()); err != nil && !lost && !errors.Is(err, ErrNotHeld) {
+		// have left, and so is one whose Release failed (tried again), but
+		// what that finds is no news: it was reported.
+		news := lock.Err() == nil
+		if err := lock.release(context.Background()); err != nil && news && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)
 		}
 	}

@@ -329,8 +329,9 @@ func TestCancelledBeforeStart(t *testing.T) {
 	require.NoError(t, lock.Release(ctx), "release runs even with an ended context")
 }
 
-// failOnce fails its first script call without running it, as a pooled
-// connection to a server that restarted since its last use does.
+// failOnce fails its first script call once armed (failed set to false)
+// without running it, as a pooled connection to a server that restarted
+// since its last use does.
 type failOnce struct {
 	*memory.Node
 	failed atomic.Bool
@@ -360,11 +361,13 @@ func TestScriptRetryAfterNodeFailure(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			mem := memory.New()
 			node := &failOnce{Node: mem}
+			node.failed.Store(true) // not before the acquisition's identity check
 			l, err := core.New([]core.Node{node})
 			require.NoError(t, err)
 			defer l.Close()
 			lock, err := l.TryAcquire(ctx, "k")
 			require.NoError(t, err)
+			node.failed.Store(false)
 			if op == "release" {
 				require.NoError(t, lock.Release(ctx))
 				assert.Empty(t, mem.Keys(), "the retried release deleted the key")

@@ -220,6 +220,13 @@ func TestMisuseCalls(t *testing.T) {
 		requireMisuse(t, call(t, func(context.Context) error { _, err := l.Acquire(nil, "k"); return err }), core.ErrInvalidArgument, msg) //nolint:staticcheck
 		//lint:ignore SA1012 a nil context is the bad input under test
 		requireMisuse(t, call(t, func(context.Context) error { return l.Do(nil, "k", noop) }), core.ErrInvalidArgument, msg) //nolint:staticcheck
+		//lint:ignore SA1012 a nil context is the bad input under test
+		requireMisuse(t, call(t, func(context.Context) error { return l.Shutdown(nil) }), core.ErrInvalidArgument, msg) //nolint:staticcheck
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		//lint:ignore SA1012 a nil context is the bad input under test
+		_, _, err = lock.Hold(nil) //nolint:staticcheck
+		requireMisuse(t, err, core.ErrInvalidArgument, msg)
 	})
 	t.Run("nil_fn", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
@@ -269,6 +276,11 @@ func TestMisuseCalls(t *testing.T) {
 		l, _ := newLocker(t, 3)
 		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, core.BirthKey); return err }), core.ErrInvalidArgument,
 			`quorumlock: invalid argument: key "quorumlock:birth" is reserved for the restart guard (BirthKey)`)
+	})
+	t.Run("identity_key_as_key", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, core.IdentityKey); return err }), core.ErrInvalidArgument,
+			`quorumlock: invalid argument: key "quorumlock:node" is reserved for the servers' identities (IdentityKey)`)
 	})
 	t.Run("adopt_unknown_node", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
@@ -369,6 +381,8 @@ func TestMisuseLock(t *testing.T) {
 		requireMisuse(t, release(t, lock), core.ErrNotHeld, "quorumlock: release of a nil lock: quorumlock: lock not held")
 		requireMisuse(t, extend(t, lock), core.ErrNotHeld, "quorumlock: extend of a nil lock: quorumlock: lock not held")
 		requireMisuse(t, keepAlive(t, lock), core.ErrNotHeld, "quorumlock: keep-alive of a nil lock: quorumlock: lock not held")
+		_, _, err := lock.Hold(t.Context())
+		requireMisuse(t, err, core.ErrNotHeld, "quorumlock: hold of a nil lock: quorumlock: lock not held")
 		requireMisuse(t, lock.Err(), core.ErrNotHeld, "quorumlock: nil lock: quorumlock: lock not held")
 		ctx, cancel := lock.Context(t.Context())
 		defer cancel()
@@ -448,6 +462,23 @@ func TestMisuseClosed(t *testing.T) {
 		_, lock := closed(t)
 		require.NoError(t, call(t, func(ctx context.Context) error { return lock.Release(ctx) }), "Close released it already")
 		requireMisuse(t, lock.Err(), core.ErrReleased, `quorumlock: lock "k": released`)
+	})
+	t.Run("hold_after_close", func(t *testing.T) {
+		_, lock := closed(t)
+		_, _, err := lock.Hold(t.Context())
+		requireMisuse(t, err, core.ErrClosed, `quorumlock: extend "k": quorumlock: locker closed`)
+	})
+	t.Run("release_again_after_close", func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		l, err := core.New(memory.AsNodes(nodes))
+		require.NoError(t, err)
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		nodes[0].Stop()
+		nodes[1].Stop()
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrUnavailable)
+		require.NoError(t, l.Close())
+		requireMisuse(t, call(t, func(ctx context.Context) error { return lock.Release(ctx) }), core.ErrClosed, `quorumlock: release "k": quorumlock: locker closed`)
 	})
 	t.Run("close_twice", func(t *testing.T) {
 		l, _ := closed(t)

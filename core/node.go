@@ -35,9 +35,13 @@ type Node interface {
 	// Classify says what an error returned by this node's methods means.
 	Classify(err error) ErrorKind
 
-	// String names the node for errors, logs and metrics, typically its
-	// address. Two nodes of one Locker must not have the same name: core
-	// refuses them, because one server counted twice breaks the quorum.
+	// String names the node for errors, logs and metrics, and orders the
+	// nodes (the first by name is the herald, the same in every process):
+	// typically its address, the same for a server whatever the driver.
+	// Two nodes of one Locker must not have the same name: core refuses
+	// them. Names do not tell servers apart, though: which server a node
+	// is, core asks the server itself (IdentityKey), so that one server
+	// reached under two names votes once.
 	String() string
 
 	// Close releases what the node itself holds. A node built around a

@@ -37,6 +37,11 @@ import (
 // birth key (ScriptAcquireGuarded), and a node that restarted too recently
 // to have forgotten only expired locks sets nothing and does not vote.
 //
+// Before a node's first yes counts, and again after a call to it failed,
+// core asks the server who it is (ScriptIdentify, with IdentityKey): a
+// server that already votes under another node's name does not vote
+// again.
+//
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT, so a node
 // that restarted or ran SCRIPT FLUSH keeps working; a node that has not yet
 // seen a script from this Locker gets EVAL straight away.
@@ -165,6 +170,18 @@ return 1`)
 	// Locker.Adopt.
 	ScriptAdopt = newScript(1<<7, "adopt", `redis.call("set", KEYS[1], "0")
 return 1`)
+
+	// ScriptIdentify reads the server's identity from KEYS[1] (IdentityKey)
+	// and returns it; when the key is missing, it first sets it to ARGV[1],
+	// a fresh random value, with no expiry. Core runs it before a node's
+	// first yes counts and again after a failure, so that one server
+	// reached under two names votes once (see New).
+	ScriptIdentify = newScript(1<<8, "identify", `local id = redis.call("get", KEYS[1])
+if not id then
+	id = ARGV[1]
+	redis.call("set", KEYS[1], id)
+end
+return id`)
 )
 
 // BirthKey is the key in which each node that the restart guard watches
@@ -177,9 +194,18 @@ return 1`)
 // redis-cli SET quorumlock:birth 0.
 const BirthKey = "quorumlock:birth"
 
+// IdentityKey is the key in which each server keeps the identity core
+// knows it by: a random value that ScriptIdentify writes the first time
+// any Locker asks, and that never expires. Like BirthKey it is the same
+// for every Locker, whatever its key prefix, since it describes the
+// server; ACLs must let the lock user read and write it. Two nodes of one
+// Locker that report the same identity are one server, which votes once.
+// A server restarted without persistence forgets it and gets a new one.
+const IdentityKey = "quorumlock:node"
+
 // Scripts returns every script of the protocol.
 func Scripts() []*Script {
-	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence, ScriptEnqueue, ScriptDequeue, ScriptAcquireGuarded, ScriptAdopt}
+	return []*Script{ScriptRelease, ScriptExtend, ScriptAcquireFenced, ScriptRaiseFence, ScriptEnqueue, ScriptDequeue, ScriptAcquireGuarded, ScriptAdopt, ScriptIdentify}
 }
 
 // WaiterChannel is the pub/sub channel on which ScriptRelease hands key
@@ -277,16 +303,20 @@ func (l *Locker) scriptVote(ctx context.Context, i int, s *Script, keys, args []
 //
 // A node failure that leaves time on ctx (a refused or reset connection,
 // typically a pooled connection to a server that restarted since it was
-// last used) is retried once at once: the scripts are idempotent, so a
-// second run cannot do harm. Only a "yes" from the retry counts; anything
-// else reports the first failure, because a first attempt whose reply was
-// lost may have acted (a release that deleted the key makes the retry
-// answer 0, which must not read as "someone else holds it").
+// last used) is retried once at once, and the node's identity is checked
+// again before its yes counts (identity.go): the scripts are idempotent,
+// so a second run cannot do harm. Only a "yes" from the retry counts;
+// anything else reports the first failure, because a first attempt whose
+// reply was lost may have acted (a release that deleted the key makes the
+// retry answer 0, which must not read as "someone else holds it").
 func (l *Locker) scriptAnswer(ctx context.Context, i int, s *Script, keys, args []string) (int64, error) {
 	a, err := l.scriptAnswerOnce(ctx, i, s, keys, args)
 	if err == nil || ctx.Err() != nil || l.nodes[i].Classify(err) != KindNodeFailure {
 		return a, err
 	}
+	// The retry goes out on a new connection: its yes counts only once
+	// the node has proved which server it is again (identity.go).
+	l.unverify(i)
 	if again, err2 := l.scriptAnswerOnce(ctx, i, s, keys, args); err2 == nil && again > 0 {
 		return again, nil
 	}

@@ -42,7 +42,9 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 // vote for.
 func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *NodeResult) bool {
 	start := l.o.clock.Now()
-	ok, err := call(actx, i)
+	// One server, one vote: a yes counts only from a node that proved
+	// which server it is, and a duplicate's call fails (identity.go).
+	ok, err := l.vote(actx, i, call)
 	res.Latency = l.o.clock.Now().Sub(start)
 	// Only a failed call needs to know why (an answer is an answer): a
 	// call the caller or the strategy cut off is no node failure, and a

@@ -21,9 +21,11 @@
 // Each Node can be stopped and started (it comes back empty, like a Redis
 // server without persistence), paused (calls wait until Resume or their
 // context ends, like a server stopped with SIGSTOP), slowed (SetLatency),
-// made to lose replies after acting (DropReplies), and made to forget its
-// scripts (FlushScripts, like SCRIPT FLUSH). Set and Get read and write keys
-// directly, to plant a rival lock holder or to check what a lock left behind.
+// made to lose replies after acting (DropReplies), made to forget its
+// scripts (FlushScripts, like SCRIPT FLUSH), and made to drop its pub/sub
+// connections (DropConnections: each subscription hears the empty notice
+// of a resubscription). Set and Get read and write keys directly, to plant
+// a rival lock holder or to check what a lock left behind.
 //
 // # Scripts
 //

@@ -72,10 +72,11 @@ func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Befor
 // Calls counts the commands a node has received, faults included. A batch
 // counts once in Batches and each of its calls in EvalSHA or Eval.
 // Acquires counts the acquisition attempts among them, whatever their form:
-// SET NX, or the fenced or restart-guarded acquisition script.
+// SET NX, or the fenced or restart-guarded acquisition script; Identifies
+// counts core's identity checks among the scripts (core.ScriptIdentify).
 type Calls struct {
 	SetNX, EvalSHA, Eval, Batches, Watches int
-	Acquires                               int
+	Acquires, Identifies                   int
 }
 
 // Option configures a Node.
@@ -204,6 +205,9 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 		if nodeutil.IsAcquisition(sha, "") {
 			c.Acquires++
 		}
+		if sha == core.ScriptIdentify.SHA() {
+			c.Identifies++
+		}
 	}); err != nil {
 		return nil, err
 	}
@@ -221,6 +225,9 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 		c.Eval++
 		if nodeutil.IsAcquisition("", script) {
 			c.Acquires++
+		}
+		if script == core.ScriptIdentify.Source() {
+			c.Identifies++
 		}
 	}); err != nil {
 		return nil, err
@@ -454,6 +461,16 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		}
 		n.data[keys[0]] = entry{value: "0"}
 		return int64(1), nil, n.reply()
+	case core.ScriptIdentify:
+		if len(keys) != 1 || len(args) != 1 {
+			return nil, nil, errors.New("ERR identify script takes 1 key and 1 argument")
+		}
+		e, ok := n.data[keys[0]]
+		if !ok || !e.live(now) {
+			e = entry{value: args[0]}
+			n.data[keys[0]] = e
+		}
+		return e.value, nil, n.reply()
 	case core.ScriptRaiseFence:
 		if len(keys) != 1 || len(args) != 1 {
 			return nil, nil, errors.New("ERR raise-fence script takes 1 key and 1 argument")
@@ -665,6 +682,23 @@ func (n *Node) DropReplies(on bool) {
 	n.dropReplies = on
 }
 
+// DropConnections plays a dropped pub/sub connection that the client made
+// again at once: every subscription made by Watch stays, and its notify is
+// called once with an empty message, as the Redis backends do after they
+// subscribe again (a release may have been published while they were
+// away). It does so whatever the node's state, and calls notify on the
+// caller's goroutine. Notices published before or after it arrive as
+// usual.
+func (n *Node) DropConnections() {
+	n.mu.Lock()
+	var notify []func()
+	for channel := range n.subs {
+		notify = append(notify, n.publish(channel, "")...)
+	}
+	n.mu.Unlock()
+	deliver(notify)
+}
+
 // FlushScripts empties the script cache, as SCRIPT FLUSH does: the next
 // EvalSHA of each script fails with ErrNoScript.
 func (n *Node) FlushScripts() {
@@ -708,15 +742,16 @@ func (n *Node) Get(key string) (value string, ttl time.Duration, ok bool) {
 	return e.value, ttl, true
 }
 
-// Keys returns the live keys, sorted, except the node's own birth key
-// (core.BirthKey, which Get shows): the keys that locks left.
+// Keys returns the live keys, sorted, except the node's own birth key and
+// identity (core.BirthKey and core.IdentityKey, which Get shows): the
+// keys that locks left.
 func (n *Node) Keys() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := n.clock.Now()
 	keys := make([]string, 0, len(n.data))
 	for k, e := range n.data {
-		if e.live(now) && k != core.BirthKey {
+		if e.live(now) && k != core.BirthKey && k != core.IdentityKey {
 			keys = append(keys, k)
 		}
 	}
