@@ -3,17 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -506,8 +496,8 @@ func TestMisuseClosed(t *testing.T) {
 	})
 }
 
-// readmeSection is the heading of the README's table of bad input.
-const readmeSection = "## Bad input and the errors it gets"
+// badInputTable is the README's table of bad input.
+var badInputTable = readmeTable{section: "## Bad input and the errors it gets", header: "| misuse |", cells: 3, prefix: "TestMisuse"}
 
 // TestReadmeBadInputTable keeps the README's table of bad input and its
 // tests together: every test a row names (TestX, or TestX/sub for the
@@ -515,139 +505,6 @@ const readmeSection = "## Bad input and the errors it gets"
 // repository, and every subtest of a TestMisuse... function must be named
 // by a row.
 func TestReadmeBadInputTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	require.NoError(t, err)
-	named := readmeTestNames(t, string(readme))
-	require.GreaterOrEqual(t, len(named), 60, "the table's rows were not all found")
-
-	tests := repositoryTests(t, "..")
-	for _, name := range named {
-		parent, sub, _ := strings.Cut(name, "/")
-		subs, ok := tests[parent]
-		if !assert.True(t, ok, "the README names %s, but no _test.go file has func %s", name, parent) {
-			continue
-		}
-		if sub != "" {
-			assert.True(t, subs[sub], "the README names %s, but %s has no subtest %q", name, parent, sub)
-		}
-	}
-
-	listed := make(map[string]bool, len(named))
-	for _, name := range named {
-		listed[name] = true
-	}
-	for parent, subs := range tests {
-		if !strings.HasPrefix(parent, "TestMisuse") {
-			continue
-		}
-		assert.True(t, slices.ContainsFunc(named, func(n string) bool { return strings.HasPrefix(n, parent+"/") }),
-			"%s is not named in the README's table", parent)
-		for sub, direct := range subs {
-			if direct {
-				assert.True(t, listed[parent+"/"+sub], "%s/%s is not named in the README's table", parent, sub)
-			}
-		}
-	}
-}
-
-// readmeTestNames returns the test names in the last column of the rows
-// of the README section readmeSection, one row at least per name.
-func readmeTestNames(t *testing.T, readme string) []string {
-	t.Helper()
-	start := strings.Index(readme, "\n"+readmeSection+"\n")
-	require.GreaterOrEqual(t, start, 0, "the README has no section %q", readmeSection)
-	section := readme[start+len(readmeSection)+2:]
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
-	name := regexp.MustCompile("`(Test[A-Za-z0-9_]+(?:/[^`]+)?)`")
-	var names []string
-	for line := range strings.SplitSeq(section, "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| misuse |") {
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "| "), " | ")
-		require.Len(t, cells, 3, "a row of three cells: %s", line)
-		found := name.FindAllStringSubmatch(cells[2], -1)
-		require.NotEmpty(t, found, "a row without a test: %s", line)
-		for _, m := range found {
-			names = append(names, m[1])
-		}
-	}
-	return names
-}
-
-// repositoryTests returns the test functions of the _test.go files under
-// root, each with the string literals of its body: true for the names of
-// its direct subtests (t.Run("name", ...) on its own *testing.T), false
-// for any other literal (a subtest named in a table of cases).
-func repositoryTests(t *testing.T, root string) map[string]map[string]bool {
-	t.Helper()
-	tests := make(map[string]map[string]bool)
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Recv != nil || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Test") {
-				continue
-			}
-			subs := tests[fn.Name.Name]
-			if subs == nil {
-				subs = make(map[string]bool)
-				tests[fn.Name.Name] = subs
-			}
-			collectSubtests(fn, subs)
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	return tests
-}
-
-// collectSubtests adds to subs the string literals of fn's body, marking
-// those that name its direct subtests.
-func collectSubtests(fn *ast.FuncDecl, subs map[string]bool) {
-	var tname string // fn's *testing.T parameter
-	if params := fn.Type.Params.List; len(params) == 1 && len(params[0].Names) == 1 {
-		tname = params[0].Names[0].Name
-	}
-	ast.Inspect(fn.Body, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.CallExpr:
-			sel, ok := n.Fun.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != "Run" || len(n.Args) != 2 {
-				return true
-			}
-			recv, ok := sel.X.(*ast.Ident)
-			lit, isLit := n.Args[0].(*ast.BasicLit)
-			if ok && recv.Name == tname && isLit && lit.Kind == token.STRING {
-				if s, err := strconv.Unquote(lit.Value); err == nil {
-					subs[s] = true
-				}
-			}
-		case *ast.BasicLit:
-			if n.Kind == token.STRING {
-				if s, err := strconv.Unquote(n.Value); err == nil && !subs[s] {
-					subs[s] = false
-				}
-			}
-		}
-		return true
-	})
+	rows := badInputTable.check(t)
+	require.GreaterOrEqual(t, len(rows), 60, "the table's rows were not all found")
 }
