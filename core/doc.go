@@ -8,7 +8,7 @@
 //	// work while lock.Validity() > 0; lock.Extend(ctx) to keep it longer
 //
 // Nodes come from a backend package: backends/goredis for a go-redis client
-// (single node, failover or Redis Cluster), backends/redigo for a redigo
+// (single node or Redis Cluster), backends/redigo for a redigo
 // pool, backends/rueidis for a rueidis client (single node or Redis
 // Cluster), backends/memory for an in-process node. One Locker may mix
 // them. The Locker runs the protocol; a node only carries commands.

@@ -204,6 +204,19 @@ func TestFailedReleaseTriedAgain(t *testing.T) {
 		require.NoError(t, lock.Release(t.Context()))
 		assert.Equal(t, []bool{false, false, false}, asked(calls(nodes), before), "released: nothing more to ask")
 	})
+	t.Run("after deletes whose replies were lost", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		nodes[0].DropReplies(true) // the delete lands, its reply does not
+		nodes[1].DropReplies(true)
+		require.ErrorIs(t, lock.Release(t.Context()), core.ErrUnavailable)
+		nodes[0].DropReplies(false)
+		nodes[1].DropReplies(false)
+		assert.Equal(t, emptyEverywhere(3), keysOn(nodes))
+		require.NoError(t, lock.Release(t.Context()), "nothing of the lock is left: released, not \"not held\"")
+		assert.Zero(t, l.Stats().Held)
+	})
 	t.Run("by Close", func(t *testing.T) {
 		nodes := memory.NewNodes(3)
 		l, err := core.New(memory.AsNodes(nodes))

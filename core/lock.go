@@ -339,7 +339,9 @@ func (k *Lock) lose(qe *QuorumError) {
 // unknown. A Release that did not reach a quorum because nodes failed can
 // be called again: it asks the nodes that failed again (the others
 // answered already), and the Locker's Close does so too; keys it cannot
-// delete expire with the TTL. Once a quorum deleted the lock, or no node
+// delete expire with the TTL. Such a retry returns nil once every node has
+// answered, since none then holds the lock (the first call may have
+// deleted it where its reply was lost). Once a quorum deleted the lock, or no node
 // is left to ask, Release returns nil without asking any node; after the
 // Locker's Close, a Release still to be tried again returns ErrClosed.
 func (k *Lock) Release(ctx context.Context) error {
@@ -400,6 +402,13 @@ func (k *Lock) release(ctx context.Context) error {
 	}
 
 	err := releaseOutcome(k.key, l.o.quorum, results)
+	if prev != nil && errors.Is(err, ErrNotHeld) {
+		// Tried again, and no node holds the lock any more: a node that
+		// failed before may have deleted it then (a reply lost, or a call
+		// that ran once a hung server resumed). Whether the lock was still
+		// held at the first Release, that one said: unknown.
+		err = nil
+	}
 	if l.obs != nil {
 		l.obs.Observe(ctx, Event{Kind: EventRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
 	}

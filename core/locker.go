@@ -830,6 +830,8 @@ var errClosing = fmt.Errorf("quorumlock: the Locker is closing: %w", ErrClosed)
 // Close stops the Locker and waits as long as it takes: it is Shutdown
 // without a bound. Use Shutdown to bound the wait for holders (Do
 // functions, Lock.Hold) that do not stop when their context is cancelled.
+// A holder must not call Close itself (nor Shutdown without a bound): it
+// would wait for its own return.
 func (l *Locker) Close() error {
 	if l.zero() {
 		return errZeroLocker
@@ -873,7 +875,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 		l.mu.Lock()
 		busy := l.busy
 		l.mu.Unlock()
-		return fmt.Errorf("quorumlock: shutdown: %d holders or calls still running, their locks kept; call Shutdown or Close again to finish: %w",
+		return fmt.Errorf("quorumlock: shutdown: holders or calls still running: %d, their locks kept; call Shutdown or Close again to finish: %w",
 			busy, contextError(ctx))
 	}
 	l.closeMu.Lock()

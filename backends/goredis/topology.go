@@ -24,7 +24,7 @@ const failoverAddr = "FailoverClient"
 
 // oneNodeAdvice is what to build instead of a client that is not one
 // Redlock node.
-const oneNodeAdvice = "give each server as its own node: one *redis.Client per server, " +
+const oneNodeAdvice = "give each independent master (not its replicas) as its own node: one *redis.Client per master, " +
 	"goredis.New(redis.NewClient(goredis.ClientOptions(addr))), or one *redis.ClusterClient for a Redis Cluster, " +
 	"goredis.New(redis.NewClusterClient(goredis.ClusterOptions(addrs...)))"
 

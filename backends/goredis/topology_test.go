@@ -29,7 +29,7 @@ const (
 	refusedFailover = "quorumlock: invalid argument: goredis: a Sentinel failover client (redis.NewFailoverClient, or redis.NewUniversalClient with MasterName) " +
 		"moves to a promoted replica when its master fails"
 	refusedSlots = "quorumlock: invalid argument: goredis: a *redis.ClusterClient whose slot map comes from ClusterSlots"
-	advice       = "give each server as its own node: one *redis.Client per server"
+	advice       = "give each independent master (not its replicas) as its own node: one *redis.Client per master"
 )
 
 // requireRefused checks that New refuses client as not one Redlock node.

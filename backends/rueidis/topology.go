@@ -11,7 +11,7 @@ import (
 
 // oneNodeAdvice is what to build instead of a client that is not one
 // Redlock node.
-const oneNodeAdvice = "give each server as its own node: a client of one server, " +
+const oneNodeAdvice = "give each independent master (not its replicas) as its own node: a client of one master, " +
 	"rueidis.NewClient(qlrueidis.ClientOption(addr)), or one cluster client for a Redis Cluster, " +
 	"rueidis.NewClient(qlrueidis.ClientOption(addrs...))"
 

@@ -26,7 +26,7 @@ import (
 // that each one is named there, and that each test named there exists).
 
 // advice is the stable part of what New's refusals advise.
-const advice = "give each server as its own node: a client of one server"
+const advice = "give each independent master (not its replicas) as its own node: a client of one master"
 
 func TestTopologyRueidis(t *testing.T) {
 	t.Run("sentinel_client", func(t *testing.T) {
