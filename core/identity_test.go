@@ -146,8 +146,10 @@ func TestOneServerOneVote(t *testing.T) {
 			err = lock.Extend(t.Context())
 			require.ErrorIs(t, err, core.ErrUnavailable)
 			qe := quorumError(t, err)
+			// Fail-fast may cut the server's own call short, or not make
+			// it, once the other two have failed: at most one vote.
 			ok, _, _ := qe.Counts()
-			assert.Equal(t, 1, ok, "one vote for the one server")
+			assert.LessOrEqual(t, ok, 1, "one vote at most for the one server")
 			var dup *core.DuplicateNodeError
 			require.ErrorAs(t, err, &dup)
 			names := map[string]string{"a": "a-again", "a-again": "a"}
@@ -157,7 +159,7 @@ func TestOneServerOneVote(t *testing.T) {
 				if r.Node == dup.Node {
 					requireDuplicate(t, r, dup.Other, a)
 				} else {
-					assert.Equal(t, core.OutcomeOK, r.Outcome)
+					assert.Contains(t, []core.Outcome{core.OutcomeOK, core.OutcomeCanceled, core.OutcomeNotTried}, r.Outcome)
 				}
 			}
 		})
