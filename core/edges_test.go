@@ -116,14 +116,8 @@ func TestKeepAliveRacingReleaseAndClose(t *testing.T) {
 func TestLostLeaderRoundCleansUp(t *testing.T) {
 	const delay = time.Minute
 	synctest.Test(t, func(t *testing.T) {
-		// "a" is the herald, first by name: a woken round asks it first.
-		a, b, c := memory.New(memory.WithName("a")), memory.New(memory.WithName("b")), memory.New(memory.WithName("c"))
-		herald := &noticeNode{Node: a}
-		l, err := core.New([]core.Node{herald, b, c}, core.WithTries(2), core.WithRetryDelay(core.JitterDelay(delay, delay)))
-		require.NoError(t, err)
-		defer func() { require.NoError(t, l.Close()) }()
-		b.Set("k", "rival", time.Hour)
-		c.Set("k", "rival", time.Hour)
+		l, herald, nodes := heldElsewhere(t, core.WithTries(2), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+		a := nodes[0]
 
 		got := make(chan error, 1)
 		go func() {
@@ -134,7 +128,7 @@ func TestLostLeaderRoundCleansUp(t *testing.T) {
 		require.Equal(t, 1, l.Stats().Watching)
 		a.DropReplies(true) // the woken round's SET lands on "a", its reply is lost
 		herald.notify("")   // an empty notice: the subscription was made again
-		err = <-got
+		err := <-got
 		require.ErrorIs(t, err, core.ErrNotAcquired)
 		a.DropReplies(false)
 		assert.Empty(t, a.Keys(), "the lost woken round released the key its lost reply set")
@@ -359,15 +353,10 @@ func TestNoSpinWhileNodesFail(t *testing.T) {
 	const delay = time.Minute
 	t.Run("a woken waiter in an outage waits its retry delay", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			a, b, c := memory.New(memory.WithName("a")), memory.New(memory.WithName("b")), memory.New(memory.WithName("c"))
-			herald := &noticeNode{Node: a}
-			l, err := core.New([]core.Node{herald, b, c}, core.WithTries(100), core.WithRetryDelay(core.JitterDelay(delay, delay)))
-			require.NoError(t, err)
-			defer func() { require.NoError(t, l.Close()) }()
-			// Held elsewhere: free on the herald, so the waiter's rounds
-			// find it free there and follow up briefly, then wait.
-			b.Set("k", "rival", time.Hour)
-			c.Set("k", "rival", time.Hour)
+			// Free on the herald, so the waiter's rounds find it free
+			// there and follow up briefly, then wait.
+			l, herald, nodes := heldElsewhere(t, core.WithTries(100), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			a, b, c := nodes[0], nodes[1], nodes[2]
 			ctx, cancel := context.WithCancel(t.Context())
 			got := make(chan error, 1)
 			go func() {
@@ -433,4 +422,19 @@ func (c *spinClock) Now() time.Time {
 		time.Sleep(time.Millisecond)
 	}
 	return now
+}
+
+// heldElsewhere returns a Locker over the nodes "a" (the herald, first by
+// name, behind a noticeNode), "b" and "c", closed when the test ends,
+// with "k" held by a rival on "b" and "c": free on the herald.
+func heldElsewhere(t *testing.T, opts ...core.Option) (*core.Locker, *noticeNode, []*memory.Node) {
+	t.Helper()
+	nodes := []*memory.Node{memory.New(memory.WithName("a")), memory.New(memory.WithName("b")), memory.New(memory.WithName("c"))}
+	herald := &noticeNode{Node: nodes[0]}
+	l, err := core.New([]core.Node{herald, nodes[1], nodes[2]}, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	nodes[1].Set("k", "rival", time.Hour)
+	nodes[2].Set("k", "rival", time.Hour)
+	return l, herald, nodes
 }

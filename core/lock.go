@@ -341,9 +341,10 @@ func (k *Lock) lose(qe *QuorumError) {
 // answered already), and the Locker's Close does so too; keys it cannot
 // delete expire with the TTL. Such a retry returns nil once every node has
 // answered, since none then holds the lock (the first call may have
-// deleted it where its reply was lost). Once a quorum deleted the lock, or no node
-// is left to ask, Release returns nil without asking any node; after the
-// Locker's Close, a Release still to be tried again returns ErrClosed.
+// deleted it where its reply was lost). Once a quorum deleted the lock, or
+// no node is left to ask, Release returns nil without asking any node;
+// after the Locker's Close, a Release still to be tried again returns
+// ErrClosed.
 func (k *Lock) Release(ctx context.Context) error {
 	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: release of a nil lock: %w", ErrNotHeld)
@@ -357,10 +358,10 @@ func (k *Lock) Release(ctx context.Context) error {
 	if again {
 		// A retry asks the nodes: Close must wait for it, and it must not
 		// run after Close closed them.
-		if !k.locker.enter() {
+		if !k.locker.enter(nil) {
 			return k.locker.closedError(OpRelease, k.key)
 		}
-		defer k.locker.leave()
+		defer k.locker.leave(nil)
 	}
 	return k.release(ctx)
 }
@@ -390,14 +391,14 @@ func (k *Lock) release(ctx context.Context) error {
 	if handed {
 		l.handedOver(k.rkey)
 	}
+	var again []NodeResult // kept while the outcome is open
 	if retryable(results, l.o.quorum) {
-		k.mu.Lock()
-		k.released = results
-		k.mu.Unlock()
-	} else {
-		k.mu.Lock()
-		k.released = nil
-		k.mu.Unlock()
+		again = results
+	}
+	k.mu.Lock()
+	k.released = again
+	k.mu.Unlock()
+	if again == nil {
 		l.unregister(k)
 	}
 
@@ -463,23 +464,13 @@ func (k *Lock) Hold(parent context.Context) (ctx context.Context, done func(), e
 	l := k.locker
 	hctx, hcancel := context.WithCancelCause(parent)
 	h := &hold{cancel: hcancel}
-	l.mu.Lock()
-	closed := l.closed
-	if !closed {
-		l.busy++
-		l.holds[h] = struct{}{}
-	}
-	l.mu.Unlock()
-	if closed {
+	if !l.enter(h) {
 		hcancel(nil)
 		return nil, nil, l.closedError(OpExtend, k.key)
 	}
 	end := func() {
 		hcancel(context.Canceled)
-		l.mu.Lock()
-		delete(l.holds, h)
-		l.mu.Unlock()
-		l.leave()
+		l.leave(h)
 	}
 	if err := k.KeepAlive(); err != nil {
 		end()

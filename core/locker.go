@@ -181,10 +181,10 @@ func (l *Locker) Adopt(ctx context.Context, nodes ...string) error {
 	if ctx == nil {
 		return invalid("context is nil")
 	}
-	if !l.enter() {
+	if !l.enter(nil) {
 		return fmt.Errorf("quorumlock: adopt: %w", ErrClosed)
 	}
-	defer l.leave()
+	defer l.leave(nil)
 	pick := make([]bool, len(l.nodes))
 	if len(nodes) == 0 {
 		for i := range pick {
@@ -276,10 +276,10 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	if ctx == nil {
 		return nil, invalid("context is nil")
 	}
-	if !l.enter() {
+	if !l.enter(nil) {
 		return nil, l.closedError(OpAcquire, key)
 	}
-	defer l.leave()
+	defer l.leave(nil)
 
 	rkey := l.o.keyPrefix + key
 	switch rkey {
@@ -778,21 +778,29 @@ func (l *Locker) closedError(op Op, key string) error {
 	return fmt.Errorf("quorumlock: %s %q: %w", op, key, ErrClosed)
 }
 
-// enter registers a call that Close must wait for; the caller must leave.
-func (l *Locker) enter() bool {
+// enter registers a call that Close must wait for, and h, when not nil,
+// a holder that Close cancels first; it reports false once the Locker is
+// closing. The caller must leave with the same h.
+func (l *Locker) enter(h *hold) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return false
 	}
 	l.busy++
+	if h != nil {
+		l.holds[h] = struct{}{}
+	}
 	return true
 }
 
-// leave ends what enter or startHold began.
-func (l *Locker) leave() {
+// leave ends what enter began.
+func (l *Locker) leave(h *hold) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if h != nil {
+		delete(l.holds, h)
+	}
 	if l.busy--; l.busy == 0 && l.closed {
 		close(l.idle)
 	}
