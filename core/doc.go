@@ -107,12 +107,17 @@
 //
 // A node that restarts without persistence forgets the locks it held. With
 // three nodes or more (or WithRestartGuard), acquisition is a script that
-// also reads the node's birth key (BirthKey: the server's TIME when first
-// needed, never expiring, lost in such a restart), and a node younger than
-// the guard's max TTL does not vote (ErrNodeRestarted, *RestartGuardError).
-// Fresh servers are young too: Locker.Adopt declares servers known to hold
-// no lock. Sharded nodes (a Redis Cluster) are left out: see Sharded and
-// WithRestartGuard.
+// also reads the node's birth key (BirthKey: when its data began, never
+// expiring, lost in such a restart; written on first use as the time the
+// server process started). A node whose data is younger than the guard's
+// max TTL does not vote (*RestartGuardError, matching ErrNodeRestarted);
+// when the quorum needs it, Acquire waits until it votes, within its
+// context, and otherwise fails with a QuorumError whose Reason is
+// ErrNodeRestarted. A server that has been up longer than the max TTL
+// votes on its first use. Locker.Adopt declares fresh servers known to
+// hold no lock. Sharded nodes (a Redis Cluster) are left out: see Sharded.
+// What the guard cannot see (FLUSHALL, evictions) and the server settings
+// that close it: docs/restart-guard.md.
 //
 // # One server, one vote
 //

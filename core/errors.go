@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,9 +45,12 @@ var (
 	// found inside a QuorumError's node outcomes.
 	ErrNodeTimeout = errors.New("quorumlock: node timeout")
 	// ErrNodeRestarted: under the restart guard (WithRestartGuard), a node
-	// did not vote because it started, empty, less than the guard's max
-	// TTL ago. It is found inside a QuorumError's node outcomes, as a
-	// *RestartGuardError.
+	// did not vote because its data is younger than the guard's max TTL
+	// (it restarted without persistence, or is new). It is each such
+	// node's outcome, as a *RestartGuardError, and the Reason of an
+	// Acquire that too few voters left without a quorum: Acquire waits
+	// for them within its context, so it fails this way only when its
+	// context ends first or TryAcquire does not wait.
 	ErrNodeRestarted = errors.New("quorumlock: node restarted recently")
 	// ErrDuplicateNode: a node did not vote because it is a server that
 	// already votes under another node's name (one server reached through
@@ -56,18 +60,18 @@ var (
 )
 
 // RestartGuardError is a node outcome's error when the restart guard did
-// not let the node vote: the node has been up for Age, by its own clock,
-// since it started empty or lost its birth key, and it votes from MinAge
-// (the guard's max TTL plus the drift allowance). It matches
-// ErrNodeRestarted.
+// not let the node vote: the node's data was Age old, by its own clock,
+// and it votes from MinAge (the guard's max TTL plus the drift
+// allowance). It matches ErrNodeRestarted.
 type RestartGuardError struct {
 	Age    time.Duration
 	MinAge time.Duration
 }
 
 func (e *RestartGuardError) Error() string {
-	return "quorumlock: node restarted recently (restart guard): up " + e.Age.String() +
-		", it votes from " + e.MinAge.String() + " (Locker.Adopt adopts a node known to hold no lock)"
+	return "quorumlock: node restarted recently (restart guard): its data is " + e.Age.String() +
+		" old; it votes from " + e.MinAge.String() + ", " + (e.MinAge - e.Age).String() +
+		" later (Locker.Adopt adopts a node known to hold no lock)"
 }
 
 // Unwrap returns ErrNodeRestarted.
@@ -142,7 +146,7 @@ type QuorumError struct {
 	Key    string
 	Quorum int
 	// Reason is the category: ErrNotAcquired, ErrUnavailable,
-	// ErrValidityExpired, ErrLockLost or ErrNotHeld. It is nil when the
+	// ErrNodeRestarted, ErrValidityExpired, ErrLockLost or ErrNotHeld. It is nil when the
 	// caller's context ended an extension before its outcome was known.
 	Reason error
 	// Context is the caller's context error (with its cause, when one was
@@ -186,6 +190,9 @@ func (e *QuorumError) Error() string {
 	}
 	if errors.Is(e.Reason, ErrValidityExpired) {
 		fmt.Fprintf(&b, ", validity %v", e.Validity)
+	}
+	if wait, ok := guardWait(e.Nodes, e.Quorum); ok && e.Reason == ErrNodeRestarted {
+		fmt.Fprintf(&b, ", enough nodes vote %v after the last try", wait)
 	}
 	b.WriteString(" [")
 	for i, n := range e.Nodes {
@@ -256,3 +263,27 @@ type noNodeAsked struct{}
 
 func (noNodeAsked) Error() string        { return "quorumlock: not acquired: no node was asked" }
 func (noNodeAsked) Is(target error) bool { return target == ErrNotAcquired }
+
+// guardWait reports whether nodes the restart guard kept from voting left
+// a round without a quorum that it would otherwise have had a chance of,
+// and how long until enough of them vote: results are a round's outcomes,
+// quorum the votes it needed.
+func guardWait(results []NodeResult, quorum int) (time.Duration, bool) {
+	var waits []time.Duration
+	failed := 0
+	for _, r := range results {
+		if r.Outcome != OutcomeFailed {
+			continue
+		}
+		failed++
+		if young := (*RestartGuardError)(nil); errors.As(r.Err, &young) {
+			waits = append(waits, max(young.MinAge-young.Age, 0))
+		}
+	}
+	need := failed - (len(results) - quorum) // young nodes that must vote
+	if need <= 0 || need > len(waits) {
+		return 0, false
+	}
+	slices.Sort(waits)
+	return waits[need-1], true
+}

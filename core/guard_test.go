@@ -129,14 +129,17 @@ func TestRestartGuard(t *testing.T) {
 		})
 	})
 
-	t.Run("on: a majority of young nodes is an outage", func(t *testing.T) {
+	t.Run("on: a majority of young nodes is no outage", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTries(1))
 			restartEmpty(nodes[0])
 			restartEmpty(nodes[2])
 			_, err := l.TryAcquire(t.Context(), "k")
-			require.ErrorIs(t, err, core.ErrUnavailable)
 			require.ErrorIs(t, err, core.ErrNodeRestarted)
+			assert.NotErrorIs(t, err, core.ErrUnavailable, "young servers are no outage to alert on")
+			assert.Equal(t, core.ErrNodeRestarted, quorumError(t, err).Reason)
+			assert.Equal(t, core.ReasonRestarted, core.Reason(err))
+			assert.Contains(t, err.Error(), "enough nodes vote 10.102s after the last try")
 			assert.Equal(t, emptyEverywhere(3), keysOn(nodes), "the old node's key was cleaned up")
 		})
 	})
@@ -267,4 +270,111 @@ func TestAdopt(t *testing.T) {
 	require.NoError(t, l.Close())
 	require.ErrorIs(t, l.Adopt(context.Background()), core.ErrClosed)
 	assert.False(t, errors.Is(l.Adopt(context.Background()), core.ErrInvalidArgument))
+}
+
+// TestRestartGuardBirth: a node's birth is when its data began (the
+// server's start), not when a Locker first used it.
+func TestRestartGuardBirth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		for _, n := range nodes {
+			n.Del(core.BirthKey) // not adopted: as a server this library never used
+		}
+		time.Sleep(4 * time.Second) // up 4 s
+		l, err := core.New(memory.AsNodes(nodes), core.WithTries(1))
+		require.NoError(t, err)
+		defer l.Close()
+		_, err = l.TryAcquire(t.Context(), "k")
+		var young *core.RestartGuardError
+		require.ErrorAs(t, err, &young)
+		assert.Equal(t, 4*time.Second, young.Age, "its data is as old as the server, not as its first use")
+		born, _, _ := nodes[0].Get(core.BirthKey)
+		assert.Equal(t, strconv.FormatInt(time.Now().Add(-4*time.Second).UnixMilli(), 10), born)
+
+		for _, n := range nodes {
+			n.Del(core.BirthKey)
+		}
+		time.Sleep(l.RestartGuard() - 4*time.Second) // up a max TTL
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err, "a server up longer than the max TTL votes on its first use")
+		require.NoError(t, lock.Release(t.Context()))
+	})
+}
+
+// TestRestartGuardWait: Acquire waits for young nodes within its context
+// rather than spending its tries, and says so to its Observer.
+func TestRestartGuardWait(t *testing.T) {
+	// Two of three nodes restarted empty: no quorum until one votes.
+	setup := func(t *testing.T, opts ...core.Option) (*core.Locker, *[]core.Event) {
+		var events []core.Event
+		opts = append(opts, core.WithObserver(core.ObserverFunc(func(_ context.Context, e core.Event) {
+			events = append(events, e)
+		})))
+		l, nodes := newLocker(t, 3, opts...)
+		restartEmpty(nodes[0])
+		restartEmpty(nodes[1])
+		time.Sleep(time.Second)
+		return l, &events
+	}
+
+	t.Run("waits, within its context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, events := setup(t)
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			lock, err := l.Acquire(ctx, "k")
+			require.NoError(t, err, "the default tries alone last less than the guard")
+			assert.Equal(t, l.RestartGuard()-time.Second+core.MinRetryDelay, time.Since(start), "no longer than the guard needs")
+			require.Len(t, *events, 2)
+			wait := (*events)[0]
+			assert.Equal(t, core.EventWait, wait.Kind)
+			assert.Equal(t, "wait", wait.Kind.String())
+			assert.Equal(t, l.RestartGuard()-time.Second+core.MinRetryDelay, wait.Duration)
+			assert.ErrorIs(t, wait.Err, core.ErrNodeRestarted)
+			assert.Equal(t, core.EventAcquire, (*events)[1].Kind)
+			assert.Equal(t, 2, (*events)[1].Tries, "the round that found them young, then the one after the wait")
+			require.NoError(t, lock.Release(t.Context()))
+		})
+	})
+
+	t.Run("the context ends first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := setup(t)
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+			defer cancel()
+			_, err := l.Acquire(ctx, "k")
+			require.ErrorIs(t, err, core.ErrNodeRestarted)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Equal(t, core.ErrNodeRestarted, quorumError(t, err).Reason, "the reason, at the top")
+			assert.Contains(t, err.Error(), `acquire "k": node restarted recently (context deadline exceeded)`)
+			assert.Contains(t, err.Error(), "enough nodes vote 9.102s after the last try")
+		})
+	})
+
+	t.Run("TryAcquire does not wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, events := setup(t)
+			start := time.Now()
+			_, err := l.TryAcquire(t.Context(), "k")
+			require.ErrorIs(t, err, core.ErrNodeRestarted)
+			assert.Zero(t, time.Since(start))
+			require.Len(t, *events, 1)
+			assert.Equal(t, core.EventAcquire, (*events)[0].Kind)
+		})
+	})
+
+	t.Run("a node that stays young costs one guard's wait, then tries", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTries(3))
+			future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10) // the clock went back
+			nodes[0].Set(core.BirthKey, future, 0)
+			nodes[1].Set(core.BirthKey, future, 0)
+			start := time.Now()
+			_, err := l.Acquire(context.Background(), "k")
+			require.ErrorIs(t, err, core.ErrNodeRestarted)
+			assert.Less(t, time.Since(start), 2*l.RestartGuard(), "no endless wait without a deadline")
+			assert.GreaterOrEqual(t, time.Since(start), l.RestartGuard())
+		})
+	})
 }

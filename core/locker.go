@@ -326,6 +326,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	// policy's steps.
 	rounds, counted := 0, 0
 	followUp := false
+	// guard is the wait for nodes too young to vote after a round they
+	// left without a quorum, guarded the sum of those waits.
+	var guard, guarded time.Duration
 	// A follow-up is started by the wake of the round it follows (chain):
 	// one that a notice started must not announce its clean-up either, or
 	// waiters woken by each other's clean-ups would go on waking each
@@ -361,6 +364,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			}
 			qe.Tries = rounds
 			last = qe
+			if guard = l.guardDelay(ctx, qe, tries, &guarded); guard > 0 {
+				counted-- // waiting for young nodes uses up no try
+			}
 			if qe.Context != nil || counted >= tries {
 				return nil, qe
 			}
@@ -391,6 +397,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 		}
 		var released <-chan struct{}
 		delay := max(l.o.retry(max(counted, 1)), MinRetryDelay)
+		if guard > 0 {
+			delay, guard = guard, 0
+		}
 		if frees > 1 && chain != wokenByNothing {
 			// Free on the herald again after a notice: the release that
 			// woke this waiter may not have reached the other nodes yet
@@ -438,6 +447,27 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 			return nil, errors.Join(l.closedError(OpAcquire, key), last)
 		}
 	}
+}
+
+// guardDelay returns how long Acquire waits before its next round when
+// qe, its last round's error, says that nodes too young to vote (restart
+// guard) left it without a quorum: until enough of them vote. It returns 0
+// when Acquire should not wait for them: TryAcquire (tries 1), a round
+// lost otherwise, or once the waits (*guarded, which it adds to) reach the
+// guard's minimum age, which a server whose clock runs forward cannot
+// need. It reports the wait to the Observer (EventWait).
+func (l *Locker) guardDelay(ctx context.Context, qe *QuorumError, tries int, guarded *time.Duration) time.Duration {
+	if qe.Reason != ErrNodeRestarted || qe.Context != nil || tries <= 1 || *guarded >= l.guardMin {
+		return 0
+	}
+	wait, _ := guardWait(qe.Nodes, qe.Quorum)
+	wait += MinRetryDelay // ages are whole milliseconds
+	*guarded += wait
+	if l.obs != nil {
+		l.obs.Observe(ctx, Event{Kind: EventWait, Key: qe.Key, Start: l.o.clock.Now(), Duration: wait,
+			Err: qe, Nodes: qe.Nodes, Tries: qe.Tries})
+	}
+	return wait
 }
 
 // wakeKind says what started a round of Acquire.
@@ -706,9 +736,14 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 
 	qe := &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Nodes: results, Validity: validity, Context: contextError(ctx)}
+	_, young := guardWait(results, l.o.quorum)
 	switch {
 	case ok >= l.o.quorum:
 		qe.Reason = ErrValidityExpired
+	case young:
+		// Without a quorum because nodes are too young to vote: Acquire
+		// waits for them (see guardDelay).
+		qe.Reason = ErrNodeRestarted
 	case failed > len(l.nodes)-l.o.quorum, ok+refused+failed == 0 && ctx.Err() == nil:
 		// Too many failures, or a round whose node timeout ran out before
 		// it could ask anyone (a starved process): not a holder's doing.

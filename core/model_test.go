@@ -505,7 +505,7 @@ func (w *world) acquire(s step, try bool) {
 		}
 		w.enterCall(key, -1)
 		w.logf("L%d %s %s: %v %.6s", ml.id, name, key, short(err), lock.Value())
-		w.expect(name, err, core.ErrNotAcquired, core.ErrUnavailable, core.ErrValidityExpired, core.ErrClosed,
+		w.expect(name, err, core.ErrNotAcquired, core.ErrUnavailable, core.ErrNodeRestarted, core.ErrValidityExpired, core.ErrClosed,
 			context.DeadlineExceeded, w.badKey(ml, key))
 	})
 }
@@ -693,7 +693,7 @@ func (w *world) do(s step) {
 		w.logf("%s %s: %v", d.name, key, short(err))
 		w.doReturns(d, err)
 		w.enterCall(key, -1)
-		w.expect("Do", err, core.ErrNotAcquired, core.ErrUnavailable, core.ErrValidityExpired, core.ErrClosed,
+		w.expect("Do", err, core.ErrNotAcquired, core.ErrUnavailable, core.ErrNodeRestarted, core.ErrValidityExpired, core.ErrClosed,
 			context.DeadlineExceeded, core.ErrLockLost, core.ErrNotHeld, w.badKey(ml, key))
 	})
 }

@@ -41,9 +41,14 @@ const (
 	// extension found it gone, or its validity ran out. Err is the cause,
 	// as Lock.Err returns it.
 	EventLost
+	// EventWait reports that an Acquire is about to wait for nodes that
+	// the restart guard keeps from voting (see WithRestartGuard): Duration
+	// is how long it waits, Err the error of the round that found them
+	// (matching ErrNodeRestarted), Nodes that round's results.
+	EventWait
 )
 
-// String returns "acquire", "extend", "release" or "lost".
+// String returns "acquire", "extend", "release", "lost" or "wait".
 func (k EventKind) String() string {
 	switch k {
 	case EventAcquire:
@@ -54,6 +59,8 @@ func (k EventKind) String() string {
 		return "release"
 	case EventLost:
 		return "lost"
+	case EventWait:
+		return "wait"
 	default:
 		return "event(" + itoa(int(k)) + ")"
 	}
@@ -88,6 +95,7 @@ const (
 	ReasonOK          = "ok"
 	ReasonContended   = "contended"
 	ReasonUnavailable = "unavailable"
+	ReasonRestarted   = "restarted"
 	ReasonExpired     = "expired"
 	ReasonLost        = "lost"
 	ReasonNotHeld     = "not_held"
@@ -121,6 +129,8 @@ func Reason(err error) string {
 		return ReasonUnavailable
 	case errors.Is(err, ErrNotAcquired):
 		return ReasonContended
+	case errors.Is(err, ErrNodeRestarted):
+		return ReasonRestarted
 	default:
 		return ReasonOther
 	}

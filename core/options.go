@@ -256,40 +256,16 @@ func WithWakeOnRelease(on bool) Option {
 }
 
 // WithRestartGuard turns the restart guard on, with maxTTL the longest
-// TTL that any Locker uses on these servers.
-//
-// The guard closes the hole the Redlock specification leaves to operators:
-// a node that restarts without persistence forgets the locks it held, and
-// could grant one of them to a second owner while the first still holds
-// it (the specification's answer is to keep a restarted node down for a
-// max TTL). Under the guard, every independent node keeps a birth key
-// (BirthKey), written with the server's TIME the first time it is needed
-// and never expiring, which such a restart loses. The acquisition script
-// reads it, and a node younger than maxTTL (plus the drift allowance)
-// sets nothing and does not vote: its outcome is OutcomeFailed with an
-// error matching ErrNodeRestarted. By then every lock it could have
-// forgotten has expired, on it and everywhere else. A restart with
-// persistence that keeps the birth key (AOF) is no restart to the guard.
-//
-// A fresh server is young too: a new deployment cannot lock for its first
-// maxTTL unless its nodes are adopted (Locker.Adopt, or SET
-// quorumlock:birth 0 by hand), which an operator may do only for nodes
-// known to hold no lock (a first start, or after a max TTL down).
-//
-// The guard does not apply to sharded nodes (Sharded: a Redis Cluster),
-// where one birth key cannot speak for every shard;
-// cluster masters fail over to replicas rather than restart empty, which is
-// the replication hazard that WAIT-based acknowledgement addresses.
-//
-// maxTTL must be at least the TTL. Every Locker of a deployment should use
-// the guard with the same maxTTL: a Locker without it may set keys on a
-// young node, and a guarded Locker would then count that node's refusal
-// like any other.
-//
-// Default: on with maxTTL = the TTL when the Locker has three nodes or
-// more, off for one or two nodes (with two, one restart already leaves no
-// quorum; with one, there is no quorum to protect). See also
-// WithoutRestartGuard.
+// TTL that any Locker uses on these servers. A node whose data is younger
+// than maxTTL plus the drift allowance (a server restarted without
+// persistence, or a fresh one) does not vote, so it cannot grant a lock it
+// forgot: its outcome is OutcomeFailed with a *RestartGuardError, and
+// Acquire waits for it within its context when the quorum needs it. A
+// server that has been up longer votes on first use. The guard does not
+// apply to sharded nodes (Redis Clusters). maxTTL must be at least the
+// TTL; every Locker on these servers should use the same one.
+// Default: on with maxTTL = the TTL for three nodes or more, off for one
+// or two. How it works and what it cannot see: docs/restart-guard.md.
 func WithRestartGuard(maxTTL time.Duration) Option {
 	return optionFunc{func(o *options) { o.guard, o.guardSet = maxTTL, true }, "WithRestartGuard(" + maxTTL.String() + ")"}
 }

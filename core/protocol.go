@@ -132,14 +132,16 @@ return 1`)
 	ScriptDequeue = newScript(1<<5, "dequeue", `return redis.call("lrem", KEYS[1], 0, ARGV[1])`)
 
 	// ScriptAcquireGuarded is the acquisition under the restart guard (see
-	// WithRestartGuard). KEYS[2] is the node's birth key (BirthKey): the
-	// server's TIME in milliseconds when the key was first needed, never
-	// expiring, so that a restart without persistence loses it. The script
-	// reads the server's TIME, writes the birth key if it is missing, and
-	// computes the node's age (0 when the clock went back; a birth time of
-	// 0 marks an adopted node, old whatever the clock says). A node younger
-	// than ARGV[3] milliseconds sets nothing and returns -1 - age (a
-	// negative number). Otherwise it sets KEYS[1] to ARGV[1] with an
+	// WithRestartGuard). KEYS[2] is the node's birth key (BirthKey): when
+	// the server's data began, in milliseconds of the server's TIME, never
+	// expiring, so that a restart without persistence loses it. When the
+	// key is missing, the script writes the time the server process started
+	// (TIME less INFO's uptime_in_seconds; TIME itself where INFO cannot be
+	// called), since data the server holds cannot be older than that. It
+	// computes the node's age from it (0 when the clock went back; a birth
+	// time of 0 marks an adopted node, old whatever the clock says). A node
+	// younger than ARGV[3] milliseconds sets nothing and returns -1 - age
+	// (a negative number). Otherwise it sets KEYS[1] to ARGV[1] with an
 	// expiry of ARGV[2] milliseconds if it does not exist, as SET NX PX
 	// does, and returns 0 if it existed; when it set it, it returns 1, or,
 	// when the fencing counter KEYS[3] is given, increments it and returns
@@ -149,7 +151,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local born = tonumber(redis.call("get", KEYS[2]))
 if not born then
 	born = now
-	redis.call("set", KEYS[2], string.format("%d", now))
+	local info = redis.pcall("info", "server")
+	if type(info) == "string" then
+		local up = tonumber(string.match(info, "uptime_in_seconds:(%d+)"))
+		if up then
+			born = now - up * 1000
+		end
+	end
+	redis.call("set", KEYS[2], string.format("%d", born))
 end
 if born ~= 0 then
 	local age = math.max(now - born, 0)
@@ -185,13 +194,13 @@ return id`)
 )
 
 // BirthKey is the key in which each node that the restart guard watches
-// keeps its birth time: the server's TIME, in milliseconds since the Unix
-// epoch, of the first guarded acquisition since the server started with an
-// empty data set (or "0" for a node adopted with Locker.Adopt). It never
-// expires. It is the same for every Locker, whatever its key prefix, since
-// it describes the server, not the locks; ACLs must let the lock user read
-// and write it. Operators can adopt a node by hand with
-// redis-cli SET quorumlock:birth 0.
+// keeps its birth time: when its data began, in milliseconds since the
+// Unix epoch of the server's clock. The first guarded acquisition writes
+// it as the time the server process started (or "0" for a node adopted
+// with Locker.Adopt). It never expires. It is the same for every Locker,
+// whatever its key prefix, since it describes the server, not the locks;
+// ACLs must let the lock user read and write it (and call INFO). Operators
+// can adopt a node by hand with redis-cli SET quorumlock:birth 0.
 const BirthKey = "quorumlock:birth"
 
 // IdentityKey is the key in which each server keeps the identity core

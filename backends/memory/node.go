@@ -37,8 +37,9 @@ var (
 // expiry that runs the lock protocol's commands itself. It implements
 // core.Node and is safe for concurrent use.
 type Node struct {
-	name  string
-	clock core.Clock
+	name    string
+	clock   core.Clock
+	started time.Time // when the node last started: its data began then
 
 	mu          sync.Mutex
 	data        map[string]entry
@@ -129,6 +130,7 @@ func New(opts ...Option) *Node {
 			o.apply(n)
 		}
 	}
+	n.started = n.clock.Now()
 	return n
 }
 
@@ -439,9 +441,9 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		}
 		ms := now.UnixMilli()
 		born, err := n.counter(keys[1], now)
-		if _, ok := n.data[keys[1]]; !ok || err != nil { // missing, or no number: born now
-			born = ms
-			n.data[keys[1]] = entry{value: strconv.FormatInt(ms, 10)}
+		if _, ok := n.data[keys[1]]; !ok || err != nil { // missing, or no number: born when the node started
+			born = min(n.started.UnixMilli(), ms)
+			n.data[keys[1]] = entry{value: strconv.FormatInt(born, 10)}
 		}
 		if age := max(ms-born, 0); born != 0 && age < minAge { // 0: adopted
 			return -1 - age, nil, n.reply()
@@ -633,6 +635,7 @@ func (n *Node) Start() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.down = false
+	n.started = n.clock.Now()
 	clear(n.data)
 	clear(n.scripts)
 }

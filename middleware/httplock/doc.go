@@ -34,7 +34,9 @@
 // # Errors
 //
 // An outage of the lock service (core.ErrUnavailable: too few nodes
-// answered; core.ErrValidityExpired: nodes too slow; core.ErrClosed), and a
+// answered; core.ErrValidityExpired: nodes too slow; core.ErrClosed; a
+// QuorumError whose Reason is core.ErrNodeRestarted: servers too young to
+// vote under the restart guard), and a
 // request whose own context ended before the lock was won, are answered
 // with 503 Service Unavailable and a Retry-After header; other failures
 // with 500. Every refusal is written by the ErrorHandler

@@ -200,6 +200,8 @@ func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, key string, 
 		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
 	case errors.Is(err, core.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
 		e.Status, e.RetryAfter = m.c.busyStatus, m.c.retryAfter
+	case errors.Is(err, core.ErrNodeRestarted): // servers too young to vote yet
+		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))

@@ -109,10 +109,11 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 
 // messages holds the record's message of each kind core has, built once
 // from the kinds' names, so that logging an event does not build it.
-var messages = func() (m [core.EventLost + 1]string) {
+var messages = func() (m [core.EventWait + 1]string) {
 	for k := range m {
 		m[k] = "quorumlock " + core.EventKind(k).String()
 	}
+	m[core.EventWait] = "quorumlock acquire waits for servers too young to vote (restart guard)"
 	return m
 }()
 

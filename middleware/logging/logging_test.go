@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -139,4 +140,28 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 		obs := logging.New(slog.New(discard(level)))
 		assert.Zero(t, testing.AllocsPerRun(100, func() { obs.Observe(t.Context(), e) }), "handler level %v", level)
 	}
+}
+
+// An Acquire that waits out the restart guard says so, at Warn: the
+// message a newcomer on fresh servers needs.
+func TestWaitForTheRestartGuard(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logger, records := capture(t, slog.LevelInfo)
+		nodes := memory.NewNodes(3)
+		l := newLocker(t, nodes, core.WithObserver(logging.New(logger)))
+		for _, n := range nodes[:2] {
+			n.Stop()
+			n.Start() // empty, as a server without persistence restarts
+		}
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.Release(t.Context()))
+		recs := records()
+		require.Len(t, recs, 1, "the wait; the acquisition that followed logs at Debug")
+		assert.Equal(t, "WARN", recs[0]["level"])
+		assert.Equal(t, "quorumlock acquire waits for servers too young to vote (restart guard)", recs[0]["msg"])
+		assert.Equal(t, "restarted", recs[0]["outcome"])
+		assert.Equal(t, float64(l.RestartGuard()+core.MinRetryDelay), recs[0]["duration"])
+		assert.Contains(t, recs[0]["error"], "node restarted recently")
+	})
 }

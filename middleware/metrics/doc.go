@@ -28,7 +28,7 @@
 //
 // The outcome label is core.Reason of the operation's error: "ok",
 // "contended", "unavailable", "expired", "lost", "not_held", "canceled",
-// "closed", "invalid" or "other", a small closed set. Series appear when
+// "closed", "invalid", "restarted" or "other", a small closed set. Series appear when
 // first used.
 //
 // # Locks held

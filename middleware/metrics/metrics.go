@@ -76,7 +76,7 @@ var (
 	ops     = [...]core.EventKind{core.EventAcquire, core.EventExtend, core.EventRelease, core.EventLost}
 	reasons = [...]string{
 		core.ReasonOK, core.ReasonContended, core.ReasonUnavailable, core.ReasonExpired, core.ReasonLost,
-		core.ReasonNotHeld, core.ReasonCanceled, core.ReasonClosed, core.ReasonInvalid, core.ReasonOther,
+		core.ReasonNotHeld, core.ReasonCanceled, core.ReasonClosed, core.ReasonInvalid, core.ReasonRestarted, core.ReasonOther,
 	}
 )
 
