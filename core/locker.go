@@ -256,8 +256,12 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, key, 1)
+	return l.acquire(ctx, key, tryOnce)
 }
+
+// tryOnce is TryAcquire's number of tries: one round, and no wait for
+// nodes too young to vote (Acquire's tries are at least 1).
+const tryOnce = 0
 
 func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
 	if l.obs == nil {
@@ -452,12 +456,12 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 // guardDelay returns how long Acquire waits before its next round when
 // qe, its last round's error, says that nodes too young to vote (restart
 // guard) left it without a quorum: until enough of them vote. It returns 0
-// when Acquire should not wait for them: TryAcquire (tries 1), a round
+// when Acquire should not wait for them: TryAcquire (tryOnce), a round
 // lost otherwise, or once the waits (*guarded, which it adds to) reach the
 // guard's minimum age, which a server whose clock runs forward cannot
 // need. It reports the wait to the Observer (EventWait).
 func (l *Locker) guardDelay(ctx context.Context, qe *QuorumError, tries int, guarded *time.Duration) time.Duration {
-	if qe.Reason != ErrNodeRestarted || qe.Context != nil || tries <= 1 || *guarded >= l.guardMin {
+	if qe.Reason != ErrNodeRestarted || qe.Context != nil || tries == tryOnce || *guarded >= l.guardMin {
 		return 0
 	}
 	wait, _ := guardWait(qe.Nodes, qe.Quorum)

@@ -2,9 +2,13 @@ package fxmodule
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,109 +51,108 @@ type Config struct {
 	// Driver is the Redis client the module builds for each server:
 	// "goredis", "redigo" or "rueidis". Default: "rueidis" (DefaultDriver).
 	// Ignored when the app contributes nodes to the NodesGroup group.
-	Driver string
+	Driver string `yaml:"driver" json:"driver,omitempty"`
 
 	// Addrs are the servers, "host:port". Without Cluster, each is an
 	// independent Redis master and one Redlock node. Required unless the
 	// app contributes nodes to the NodesGroup group, which then replace
 	// them.
-	Addrs []string
+	Addrs []string `yaml:"addrs" json:"addrs,omitempty"`
 
 	// Cluster makes Addrs the seed addresses of ONE Redis Cluster, which is
 	// one Redlock node (its masters are not independent voters). goredis
 	// and rueidis only: redigo has no cluster client. Default: false.
-	Cluster bool
+	Cluster bool `yaml:"cluster" json:"cluster,omitempty"`
 
 	// Strategy is how a round asks the nodes: "parallel", "sequential" or
 	// "failfast" (see package strategies). Default: "parallel", core's
 	// default.
-	Strategy string
+	Strategy string `yaml:"strategy" json:"strategy,omitempty"`
 
 	// StopAtQuorum makes the strategy stop at the quorum-th vote instead
 	// of asking every node (strategies.StopAtQuorum). Default: false
 	// (greedy).
-	StopAtQuorum bool
+	StopAtQuorum bool `yaml:"stop_at_quorum" json:"stop_at_quorum,omitempty"`
 
 	// TTL is how long a lock lives on a node unless extended
 	// (core.WithTTL). Default: 10 s (core.DefaultTTL).
-	TTL time.Duration
+	TTL time.Duration `yaml:"ttl" json:"ttl,omitempty"`
 
 	// Tries is how many rounds Acquire makes at most (core.WithTries).
 	// Default: 32 (core.DefaultTries).
-	Tries int
+	Tries int `yaml:"tries" json:"tries,omitempty"`
 
 	// RetryMin and RetryMax bound the random delay between two rounds of
 	// Acquire (core.WithRetryDelay with core.JitterDelay). Defaults: 50 ms
 	// (core.DefaultRetryMin) and the larger of 250 ms
 	// (core.DefaultRetryMax) and RetryMin.
-	RetryMin, RetryMax time.Duration
+	RetryMin time.Duration `yaml:"retry_min" json:"retry_min,omitempty"`
+	RetryMax time.Duration `yaml:"retry_max" json:"retry_max,omitempty"`
 
 	// NodeTimeout bounds every call to a node (core.WithNodeTimeout).
 	// Default: 50 ms (core.DefaultNodeTimeout).
-	NodeTimeout time.Duration
+	NodeTimeout time.Duration `yaml:"node_timeout" json:"node_timeout,omitempty"`
 
 	// Quorum is how many nodes must grant a lock (core.WithQuorum).
 	// Default: 0, a majority (N/2+1).
-	Quorum int
+	Quorum int `yaml:"quorum" json:"quorum,omitempty"`
 
 	// KeyPrefix is put before every lock key (core.WithKeyPrefix).
 	// Default: none.
-	KeyPrefix string
+	KeyPrefix string `yaml:"key_prefix" json:"key_prefix,omitempty"`
 
 	// KeepAlive is how often a kept-alive lock is extended
 	// (core.WithKeepAlive). Default: TTL/3.
-	KeepAlive time.Duration
+	KeepAlive time.Duration `yaml:"keep_alive" json:"keep_alive,omitempty"`
 
 	// MaxHold bounds how long a lock is kept alive (core.WithMaxHold).
 	// Default: 0, no limit.
-	MaxHold time.Duration
+	MaxHold time.Duration `yaml:"max_hold" json:"max_hold,omitempty"`
 
 	// Fencing turns fencing tokens on (core.WithFencing). Default: off.
-	Fencing bool
+	Fencing bool `yaml:"fencing" json:"fencing,omitempty"`
 
 	// RestartGuard is the restart guard's max TTL (core.WithRestartGuard):
 	// the longest TTL of any Locker on these servers. Default: 0, core's
 	// default (on, with the TTL, for three nodes or more).
-	RestartGuard time.Duration
+	RestartGuard time.Duration `yaml:"restart_guard" json:"restart_guard,omitempty"`
 
 	// DisableRestartGuard turns the restart guard off
 	// (core.WithoutRestartGuard). Default: false.
-	DisableRestartGuard bool
-
-	// AdoptNodes adopts every node for the restart guard when the app
-	// starts (core.Locker.Adopt), so that fresh servers vote at once. Set
-	// it only for servers known to hold no lock, such as a first
-	// deployment: adopting a server that restarted empty while locks were
-	// held on it is the mistake the guard prevents. Default: false.
-	AdoptNodes bool
+	DisableRestartGuard bool `yaml:"disable_restart_guard" json:"disable_restart_guard,omitempty"`
 
 	// DisableWakeOnRelease turns off the hand-off of released locks to
 	// waiting Lockers (core.WithWakeOnRelease(false)). Default: false,
 	// hand-off on.
-	DisableWakeOnRelease bool
+	DisableWakeOnRelease bool `yaml:"disable_wake_on_release" json:"disable_wake_on_release,omitempty"`
 
 	// Username and Password authenticate the module's clients (Redis
 	// ACL user and password; Password alone for requirepass). Default:
 	// none.
-	Username, Password string
+	Username string `yaml:"username" json:"username,omitempty"`
+	Password string `yaml:"password" json:"password,omitempty"`
 
 	// TLS makes the module's clients connect with TLS, using TLSConfig, or
 	// a configuration with TLS 1.2 or later and the server name taken from
 	// each address when TLSConfig is nil. Default: false, plain TCP.
-	TLS bool
+	TLS bool `yaml:"tls" json:"tls,omitempty"`
 
 	// TLSConfig is the TLS configuration of the module's clients; setting
 	// it implies TLS. It cannot come from the environment. Default: nil.
-	TLSConfig *tls.Config
+	TLSConfig *tls.Config `yaml:"-" json:"-"`
 
 	// TolerateDown is how many nodes may be unreachable when the app
 	// starts: start-up fails if more are, or if fewer than a quorum answer.
-	// Default: 0, every node must answer.
-	TolerateDown int
+	// Default: 0, which means N − quorum, as many as Redlock tolerates.
+	TolerateDown int `yaml:"tolerate_down" json:"tolerate_down,omitempty"`
+
+	// RequireAllNodes makes start-up fail unless every node answers,
+	// whatever TolerateDown says. Default: false.
+	RequireAllNodes bool `yaml:"require_all_nodes" json:"require_all_nodes,omitempty"`
 
 	// PingTimeout bounds the start-up check of the nodes (one EVALSHA on
 	// each, in parallel; see New). Default: 2 s (DefaultPingTimeout).
-	PingTimeout time.Duration
+	PingTimeout time.Duration `yaml:"ping_timeout" json:"ping_timeout,omitempty"`
 }
 
 // namer names a Config field in an error: as a Go field or as the
@@ -158,36 +161,23 @@ type namer func(field string) string
 
 func fieldName(field string) string { return "Config." + field }
 
-// The environment variable suffix of each field, in the order of Config.
-var envNames = map[string]string{
-	"Driver":               "DRIVER",
-	"Addrs":                "ADDRS",
-	"Cluster":              "CLUSTER",
-	"Strategy":             "STRATEGY",
-	"StopAtQuorum":         "STOP_AT_QUORUM",
-	"TTL":                  "TTL",
-	"Tries":                "TRIES",
-	"RetryMin":             "RETRY_MIN",
-	"RetryMax":             "RETRY_MAX",
-	"NodeTimeout":          "NODE_TIMEOUT",
-	"Quorum":               "QUORUM",
-	"KeyPrefix":            "KEY_PREFIX",
-	"KeepAlive":            "KEEP_ALIVE",
-	"MaxHold":              "MAX_HOLD",
-	"Fencing":              "FENCING",
-	"RestartGuard":         "RESTART_GUARD",
-	"DisableRestartGuard":  "RESTART_GUARD_OFF",
-	"AdoptNodes":           "ADOPT_NODES",
-	"DisableWakeOnRelease": "WAKE_ON_RELEASE",
-	"Username":             "USERNAME",
-	"Password":             "PASSWORD",
-	"TLS":                  "TLS",
-	"TolerateDown":         "TOLERATE_DOWN",
-	"PingTimeout":          "PING_TIMEOUT",
-}
+// envName is the environment variable of the field whose yaml name is
+// tag: prefix, an underscore and the tag in upper case.
+func envName(prefix, tag string) string { return prefix + "_" + strings.ToUpper(tag) }
+
+// fieldTags maps each Config field that has a yaml name to it.
+var fieldTags = func() map[string]string {
+	tags := make(map[string]string)
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if tag := f.Tag.Get("yaml"); tag != "" && tag != "-" {
+			tags[f.Name] = tag
+		}
+	}
+	return tags
+}()
 
 func envNamer(prefix string) namer {
-	return func(field string) string { return prefix + "_" + envNames[field] }
+	return func(field string) string { return envName(prefix, fieldTags[field]) }
 }
 
 // driver returns the normalised driver name, with its default.
@@ -202,6 +192,18 @@ func (c *Config) driver() string {
 // strategy returns the normalised strategy name; "" means core's default.
 func (c *Config) strategy() string {
 	return strings.ToLower(strings.TrimSpace(c.Strategy))
+}
+
+// tolerateDown is how many of n nodes may be down at start, for a Locker
+// that needs quorum of them.
+func (c *Config) tolerateDown(n, quorum int) int {
+	switch {
+	case c.RequireAllNodes:
+		return 0
+	case c.TolerateDown > 0:
+		return c.TolerateDown
+	}
+	return n - quorum
 }
 
 func (c *Config) pingTimeout() time.Duration {
@@ -348,131 +350,135 @@ func (c *Config) coreOptions() []core.Option {
 	return opts
 }
 
-// ConfigFromEnv reads a Config from environment variables named prefix,
-// an underscore and the field's name (DefaultEnvPrefix, "QUORUMLOCK", when
-// prefix is empty; a trailing underscore in prefix is dropped):
+// ConfigFromEnv reads a Config from environment variables: prefix (default
+// DefaultEnvPrefix, "QUORUMLOCK"; a trailing underscore is dropped), an
+// underscore, and the field's name in upper snake case, which is its yaml
+// name in upper case: QUORUMLOCK_ADDRS, QUORUMLOCK_TTL,
+// QUORUMLOCK_DISABLE_RESTART_GUARD, QUORUMLOCK_TOLERATE_DOWN, and so on
+// for every field but TLSConfig. Values: Addrs comma-separated; durations
+// as Go durations (10s, 50ms); booleans as strconv.ParseBool reads them;
+// integers in decimal.
 //
-//	QUORUMLOCK_DRIVER           goredis | redigo | rueidis
-//	QUORUMLOCK_ADDRS            host:port,host:port,... (comma-separated)
-//	QUORUMLOCK_CLUSTER          bool: ADDRS are one Redis Cluster
-//	QUORUMLOCK_STRATEGY         parallel | sequential | failfast
-//	QUORUMLOCK_STOP_AT_QUORUM   bool
-//	QUORUMLOCK_TTL              Go duration, such as 10s
-//	QUORUMLOCK_TRIES            integer
-//	QUORUMLOCK_RETRY_MIN        Go duration
-//	QUORUMLOCK_RETRY_MAX        Go duration
-//	QUORUMLOCK_NODE_TIMEOUT     Go duration
-//	QUORUMLOCK_QUORUM           integer, 0 for a majority
-//	QUORUMLOCK_KEY_PREFIX       string
-//	QUORUMLOCK_KEEP_ALIVE       Go duration
-//	QUORUMLOCK_MAX_HOLD         Go duration
-//	QUORUMLOCK_FENCING          bool
-//	QUORUMLOCK_RESTART_GUARD    Go duration
-//	QUORUMLOCK_RESTART_GUARD_OFF bool (sets DisableRestartGuard)
-//	QUORUMLOCK_ADOPT_NODES      bool
-//	QUORUMLOCK_WAKE_ON_RELEASE  bool (false sets DisableWakeOnRelease)
-//	QUORUMLOCK_USERNAME         string
-//	QUORUMLOCK_PASSWORD         string
-//	QUORUMLOCK_TLS              bool
-//	QUORUMLOCK_TOLERATE_DOWN    integer
-//	QUORUMLOCK_PING_TIMEOUT     Go duration
-//
-// Booleans are those of strconv.ParseBool (1, t, true, 0, f, false, ...).
 // A variable that is unset or empty leaves its field zero, that is, at its
 // default. A value that does not parse, or that the field cannot take (an
 // unknown driver, a negative duration), is an error naming the variable;
-// all bad variables are reported at once. Whether the whole makes a valid
-// Locker (a TTL longer than the node timeout, a possible quorum) is checked
-// when the Locker is built.
+// all bad variables are reported at once, and the error matches
+// core.ErrInvalidArgument. Whether the whole makes a valid Locker (a TTL
+// longer than the node timeout, a possible quorum) is checked when the
+// Locker is built.
 func ConfigFromEnv(prefix string) (Config, error) {
 	prefix = strings.TrimSuffix(prefix, "_")
 	if prefix == "" {
 		prefix = DefaultEnvPrefix
 	}
-	name := envNamer(prefix)
 	var c Config
 	var errs []error
-	get := func(field string) (string, string, bool) {
-		v := strings.TrimSpace(os.Getenv(name(field)))
-		return name(field), v, v != ""
+	if v := os.Getenv(prefix + "_ADOPT_NODES"); v != "" {
+		errs = append(errs, fmt.Errorf("%s_ADOPT_NODES is no longer read: left set, it adopted the servers at every start, "+
+			"which turns the restart guard off after a crash; adopt a fresh deployment once with core.Locker.Adopt "+
+			"or redis-cli SET %s 0, and unset it", prefix, core.BirthKey))
 	}
-	str := func(field string, dst *string) {
-		if _, v, ok := get(field); ok {
-			*dst = v
+	cv := reflect.ValueOf(&c).Elem()
+	for _, f := range reflect.VisibleFields(cv.Type()) {
+		tag, ok := fieldTags[f.Name]
+		if !ok {
+			continue
+		}
+		name := envName(prefix, tag)
+		v := os.Getenv(name)
+		if f.Name != "Password" { // spaces may be part of a password
+			v = strings.TrimSpace(v)
+		}
+		if v == "" {
+			continue
+		}
+		if err := setField(cv.FieldByIndex(f.Index), v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
-	boolean := func(field string, dst *bool) {
-		if n, v, ok := get(field); ok {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a boolean (want true or false)", n, v))
-				return
-			}
-			*dst = b
-		}
-	}
-	integer := func(field string, dst *int) {
-		if n, v, ok := get(field); ok {
-			i, err := strconv.Atoi(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not an integer", n, v))
-				return
-			}
-			*dst = i
-		}
-	}
-	duration := func(field string, dst *time.Duration) {
-		if n, v, ok := get(field); ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not a duration (want a Go duration such as 10s or 50ms)", n, v))
-				return
-			}
-			*dst = d
-		}
-	}
-
-	str("Driver", &c.Driver)
-	if _, v, ok := get("Addrs"); ok {
-		for a := range strings.SplitSeq(v, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				c.Addrs = append(c.Addrs, a)
-			}
-		}
-	}
-	boolean("Cluster", &c.Cluster)
-	str("Strategy", &c.Strategy)
-	boolean("StopAtQuorum", &c.StopAtQuorum)
-	duration("TTL", &c.TTL)
-	integer("Tries", &c.Tries)
-	duration("RetryMin", &c.RetryMin)
-	duration("RetryMax", &c.RetryMax)
-	duration("NodeTimeout", &c.NodeTimeout)
-	integer("Quorum", &c.Quorum)
-	str("KeyPrefix", &c.KeyPrefix)
-	duration("KeepAlive", &c.KeepAlive)
-	duration("MaxHold", &c.MaxHold)
-	boolean("Fencing", &c.Fencing)
-	duration("RestartGuard", &c.RestartGuard)
-	boolean("DisableRestartGuard", &c.DisableRestartGuard)
-	boolean("AdoptNodes", &c.AdoptNodes)
-	wake := true
-	boolean("DisableWakeOnRelease", &wake)
-	c.DisableWakeOnRelease = !wake
-	str("Username", &c.Username)
-	if n := name("Password"); os.Getenv(n) != "" {
-		c.Password = os.Getenv(n) // as given: spaces may be part of it
-	}
-	boolean("TLS", &c.TLS)
-	integer("TolerateDown", &c.TolerateDown)
-	duration("PingTimeout", &c.PingTimeout)
-
 	// A variable that did not parse left its field zero, which is valid.
-	if err := c.validate(name); err != nil {
+	if err := c.validate(envNamer(prefix)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := invalidConfig(errs...); err != nil {
 		return Config{}, fmt.Errorf("fxmodule: configuration from the environment: %w", err)
 	}
 	return c, nil
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// setField sets a Config field from its text form, as the environment
+// gives it.
+func setField(f reflect.Value, v string) error {
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (want a Go duration such as 10s or 50ms)", v)
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(v)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (want true or false)", v)
+		}
+		f.SetBool(b)
+	case f.Kind() == reflect.Int:
+		i, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		f.SetInt(int64(i))
+	case f.Type() == reflect.TypeFor[[]string]():
+		var list []string
+		for a := range strings.SplitSeq(v, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				list = append(list, a)
+			}
+		}
+		f.Set(reflect.ValueOf(list))
+	default:
+		return fmt.Errorf("fields of type %v cannot be set from text", f.Type())
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a Config from a JSON object keyed by the fields'
+// json names (the yaml names: "addrs", "ttl", "tolerate_down"...).
+// Durations may be Go duration strings ("10s") or integer nanoseconds. An
+// unknown key is an error, so that a misspelt setting is not ignored.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("fxmodule: Config: %w", err)
+	}
+	var out Config
+	cv := reflect.ValueOf(&out).Elem()
+	for _, f := range reflect.VisibleFields(cv.Type()) {
+		tag := fieldTags[f.Name]
+		msg, ok := raw[tag]
+		if !ok {
+			continue
+		}
+		delete(raw, tag)
+		fv := cv.FieldByIndex(f.Index)
+		var text string
+		if f.Type == durationType && json.Unmarshal(msg, &text) == nil {
+			if err := setField(fv, text); err != nil {
+				return invalidConfig(fmt.Errorf("fxmodule: Config %q: %w", tag, err))
+			}
+			continue
+		}
+		if err := json.Unmarshal(msg, fv.Addr().Interface()); err != nil {
+			return invalidConfig(fmt.Errorf("fxmodule: Config %q: %w", tag, err))
+		}
+	}
+	if len(raw) > 0 {
+		return invalidConfig(fmt.Errorf("fxmodule: Config: unknown fields %q", slices.Sorted(maps.Keys(raw))))
+	}
+	*c = out
+	return nil
 }

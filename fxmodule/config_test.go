@@ -1,6 +1,10 @@
 package fxmodule_test
 
 import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/fxmodule"
@@ -15,29 +20,30 @@ import (
 
 func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 	for k, v := range map[string]string{
-		"QUORUMLOCK_DRIVER":          "GoRedis",
-		"QUORUMLOCK_ADDRS":           " 10.0.0.1:6379, 10.0.0.2:6379,,10.0.0.3:6379 ",
-		"QUORUMLOCK_CLUSTER":         "true",
-		"QUORUMLOCK_STRATEGY":        "failfast",
-		"QUORUMLOCK_STOP_AT_QUORUM":  "1",
-		"QUORUMLOCK_TTL":             "30s",
-		"QUORUMLOCK_TRIES":           "7",
-		"QUORUMLOCK_RETRY_MIN":       "10ms",
-		"QUORUMLOCK_RETRY_MAX":       "1s",
-		"QUORUMLOCK_NODE_TIMEOUT":    "100ms",
-		"QUORUMLOCK_QUORUM":          "3",
-		"QUORUMLOCK_KEY_PREFIX":      "locks:",
-		"QUORUMLOCK_KEEP_ALIVE":      "5s",
-		"QUORUMLOCK_MAX_HOLD":        "1m",
-		"QUORUMLOCK_FENCING":         "true",
-		"QUORUMLOCK_RESTART_GUARD":   "45s",
-		"QUORUMLOCK_ADOPT_NODES":     "true",
-		"QUORUMLOCK_WAKE_ON_RELEASE": "false",
-		"QUORUMLOCK_USERNAME":        "app",
-		"QUORUMLOCK_PASSWORD":        " s3cret ",
-		"QUORUMLOCK_TLS":             "true",
-		"QUORUMLOCK_TOLERATE_DOWN":   "1",
-		"QUORUMLOCK_PING_TIMEOUT":    "500ms",
+		"QUORUMLOCK_DRIVER":                  "GoRedis",
+		"QUORUMLOCK_ADDRS":                   " 10.0.0.1:6379, 10.0.0.2:6379,,10.0.0.3:6379 ",
+		"QUORUMLOCK_CLUSTER":                 "true",
+		"QUORUMLOCK_STRATEGY":                "failfast",
+		"QUORUMLOCK_STOP_AT_QUORUM":          "1",
+		"QUORUMLOCK_TTL":                     "30s",
+		"QUORUMLOCK_TRIES":                   "7",
+		"QUORUMLOCK_RETRY_MIN":               "10ms",
+		"QUORUMLOCK_RETRY_MAX":               "1s",
+		"QUORUMLOCK_NODE_TIMEOUT":            "100ms",
+		"QUORUMLOCK_QUORUM":                  "3",
+		"QUORUMLOCK_KEY_PREFIX":              "locks:",
+		"QUORUMLOCK_KEEP_ALIVE":              "5s",
+		"QUORUMLOCK_MAX_HOLD":                "1m",
+		"QUORUMLOCK_FENCING":                 "true",
+		"QUORUMLOCK_RESTART_GUARD":           "45s",
+		"QUORUMLOCK_DISABLE_RESTART_GUARD":   "false",
+		"QUORUMLOCK_DISABLE_WAKE_ON_RELEASE": "true",
+		"QUORUMLOCK_REQUIRE_ALL_NODES":       "true",
+		"QUORUMLOCK_USERNAME":                "app",
+		"QUORUMLOCK_PASSWORD":                " s3cret ",
+		"QUORUMLOCK_TLS":                     "true",
+		"QUORUMLOCK_TOLERATE_DOWN":           "1",
+		"QUORUMLOCK_PING_TIMEOUT":            "500ms",
 	} {
 		t.Setenv(k, v)
 	}
@@ -60,8 +66,8 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 		MaxHold:              time.Minute,
 		Fencing:              true,
 		RestartGuard:         45 * time.Second,
-		AdoptNodes:           true,
 		DisableWakeOnRelease: true,
+		RequireAllNodes:      true,
 		Username:             "app",
 		Password:             " s3cret ",
 		TLS:                  true,
@@ -73,7 +79,7 @@ func TestConfigFromEnvReadsEveryVariable(t *testing.T) {
 func TestConfigFromEnvDefaultsAndPrefix(t *testing.T) {
 	t.Setenv("QUORUMLOCK_DRIVER", "no-such-driver") // another prefix: not read
 	t.Setenv("BILLING_LOCKS_ADDRS", "127.0.0.1:7000")
-	t.Setenv("BILLING_LOCKS_WAKE_ON_RELEASE", "true")
+	t.Setenv("BILLING_LOCKS_DISABLE_WAKE_ON_RELEASE", "false")
 	for _, prefix := range []string{"BILLING_LOCKS", "BILLING_LOCKS_"} {
 		c, err := fxmodule.ConfigFromEnv(prefix)
 		require.NoError(t, err, prefix)
@@ -100,7 +106,8 @@ func TestConfigFromEnvNamesBadVariables(t *testing.T) {
 		{"QUORUMLOCK_KEEP_ALIVE", "often", "not a duration"},
 		{"QUORUMLOCK_MAX_HOLD", "-1m", "negative"},
 		{"QUORUMLOCK_FENCING", "on", "not a boolean"},
-		{"QUORUMLOCK_WAKE_ON_RELEASE", "nope", "not a boolean"},
+		{"QUORUMLOCK_DISABLE_WAKE_ON_RELEASE", "nope", "not a boolean"},
+		{"QUORUMLOCK_REQUIRE_ALL_NODES", "all", "not a boolean"},
 		{"QUORUMLOCK_TLS", "tls1.3", "not a boolean"},
 		{"QUORUMLOCK_TOLERATE_DOWN", "one", "not an integer"},
 		{"QUORUMLOCK_PING_TIMEOUT", "soon", "not a duration"},
@@ -133,6 +140,83 @@ func TestConfigFromEnvNamesBadVariables(t *testing.T) {
 		assert.ErrorContains(t, err, "QUORUMLOCK_TTL")
 		assert.ErrorContains(t, err, "QUORUMLOCK_DRIVER")
 	})
+}
+
+// Every variable is the prefix and the field's name in upper snake case,
+// and the yaml and json names are that name in lower case: one name per
+// setting, wherever it is written.
+func TestConfigNamesFollowTheFields(t *testing.T) {
+	words := regexp.MustCompile(`[A-Z]+[a-z]*`) // TTL, TLS: one word each
+	typ := reflect.TypeFor[fxmodule.Config]()
+	for _, f := range reflect.VisibleFields(typ) {
+		if f.Name == "TLSConfig" {
+			assert.Equal(t, "-", f.Tag.Get("yaml"), "a *tls.Config cannot be written as text")
+			continue
+		}
+		snake := strings.ToLower(strings.Join(words.FindAllString(f.Name, -1), "_"))
+		assert.Equal(t, snake, f.Tag.Get("yaml"), f.Name)
+		assert.Equal(t, snake+",omitempty", f.Tag.Get("json"), f.Name)
+
+		// Set through its variable, the field changes.
+		env := "QUORUMLOCK_" + strings.ToUpper(snake)
+		value := map[reflect.Kind]string{reflect.String: "goredis", reflect.Bool: "true", reflect.Int: "2",
+			reflect.Int64: "3s", reflect.Slice: "127.0.0.1:1"}[f.Type.Kind()]
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, value)
+			c, err := fxmodule.ConfigFromEnv("")
+			if err != nil {
+				assert.ErrorContains(t, err, env, "read, and refused for its value only")
+				return
+			}
+			assert.False(t, reflect.ValueOf(c).FieldByIndex(f.Index).IsZero(), "%s sets Config.%s", env, f.Name)
+		})
+	}
+}
+
+// The adoption setting is gone; left set, it is an error rather than a
+// silent change of behaviour.
+func TestConfigFromEnvRefusesAdoptNodes(t *testing.T) {
+	t.Setenv("QUORUMLOCK_ADOPT_NODES", "true")
+	_, err := fxmodule.ConfigFromEnv("")
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "QUORUMLOCK_ADOPT_NODES is no longer read")
+	assert.ErrorContains(t, err, "SET quorumlock:birth 0")
+}
+
+func TestConfigFromFiles(t *testing.T) {
+	want := fxmodule.Config{Driver: "redigo", Addrs: []string{"a:1", "b:2", "c:3"}, TTL: 30 * time.Second,
+		NodeTimeout: 100 * time.Millisecond, DisableRestartGuard: true, TolerateDown: 1}
+
+	var fromYAML fxmodule.Config
+	require.NoError(t, yaml.Unmarshal([]byte(`driver: redigo
+addrs: [a:1, b:2, c:3]
+ttl: 30s
+node_timeout: 100ms
+disable_restart_guard: true
+tolerate_down: 1
+`), &fromYAML))
+	assert.Equal(t, want, fromYAML)
+
+	var fromJSON fxmodule.Config
+	require.NoError(t, json.Unmarshal([]byte(`{"driver": "redigo", "addrs": ["a:1", "b:2", "c:3"], "ttl": "30s",
+		"node_timeout": 100000000, "disable_restart_guard": true, "tolerate_down": 1}`), &fromJSON))
+	assert.Equal(t, want, fromJSON, "durations as Go durations or nanoseconds")
+	out, err := json.Marshal(want)
+	require.NoError(t, err)
+	var back fxmodule.Config
+	require.NoError(t, json.Unmarshal(out, &back))
+	assert.Equal(t, want, back, "a round trip")
+
+	for doc, msg := range map[string]string{
+		`{"tll": "30s"}`:          `unknown fields ["tll"]`,
+		`{"ttl": "soon"}`:         `"ttl": "soon" is not a duration`,
+		`{"tries": "many"}`:       `"tries"`,
+		`["not", "an", "object"]`: "fxmodule: Config",
+	} {
+		err := json.Unmarshal([]byte(doc), &fromJSON)
+		require.Error(t, err, doc)
+		assert.ErrorContains(t, err, msg, doc)
+	}
 }
 
 func TestFromEnv(t *testing.T) {

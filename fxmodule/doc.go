@@ -24,9 +24,12 @@
 // with Cluster, the seeds of one Redis Cluster, which is one Redlock
 // node), the strategy, credentials, TLS and the core options. Zero fields
 // mean the defaults that each field's comment names, core's defaults for
-// core options. ConfigFromEnv reads a Config from QUORUMLOCK_...
-// environment variables, and FromEnv provides it to the graph; otherwise
-// the app supplies the Config with fx.Supply or fx.Provide.
+// core options. Each setting has one name: the field's, in upper snake
+// case for the environment (QUORUMLOCK_NODE_TIMEOUT) and in lower snake
+// case for the yaml and json tags (node_timeout). ConfigFromEnv reads a
+// Config from the environment, and FromEnv provides it to the graph;
+// otherwise the app supplies the Config with fx.Supply or fx.Provide,
+// decoded from a file if it likes.
 //
 // # Extending the module
 //
@@ -70,8 +73,9 @@
 // or 1 from a server that has the script, shows that the node answers
 // and runs scripts, and nothing runs or is written. Start-up fails with an
 // *UnreachableError naming each node that did not answer, with its
-// address and error, unless at most Config.TolerateDown nodes did not and
-// a quorum did. On stop, the Locker is closed: it releases the locks still
+// address and error, unless a quorum answered and at most
+// Config.TolerateDown did not: by default N − quorum, the minority that
+// Redlock tolerates (RequireAllNodes requires every node). On stop, the Locker is closed: it releases the locks still
 // held, and closes its nodes.
 //
 // The clients the module builds from Config are its own: no one else can
@@ -83,9 +87,19 @@
 //
 // # Without fx
 //
-// New is the module's constructor, and works without fx: New(Params{Config:
-// c}) returns the Locker. Without a Lifecycle there is no start-up check,
-// and the caller closes the Locker, which closes the clients New made.
+// Build(ctx, c, opts...) returns the Locker the module would provide,
+// after the same start-up check; the caller closes it, which closes the
+// clients Build made. New, the module's constructor, also works without
+// fx, but runs no check without a Lifecycle.
+//
+// # Adoption
+//
+// There is no setting that adopts the servers for the restart guard: left
+// on, it would adopt them at every start, and so turn the guard off for a
+// server that restarted empty after a crash. Servers up longer than the
+// guard's max TTL vote on first use anyway; for a fresh deployment that
+// must not wait a TTL, adopt once with core.Locker.Adopt or redis-cli SET
+// quorumlock:birth 0.
 //
 // # Drivers
 //

@@ -18,10 +18,11 @@ func Example() {
 	app := fx.New(
 		fxmodule.Module,
 		fx.Supply(fxmodule.Config{
-			Driver:       fxmodule.DriverGoRedis,
-			Addrs:        []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
-			TTL:          10 * time.Second,
-			TolerateDown: 1, // start even if one master is down
+			Driver: fxmodule.DriverGoRedis,
+			Addrs:  []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+			TTL:    10 * time.Second,
+			// It starts with one master of three down (TolerateDown's
+			// default, N − quorum); RequireAllNodes would refuse to.
 		}),
 		// Or read it all from QUORUMLOCK_DRIVER, QUORUMLOCK_ADDRS, ...:
 		// fxmodule.FromEnv(""),
@@ -35,6 +36,25 @@ func Example() {
 		}),
 	)
 	app.Run() // starts (checking every master), waits for a signal, stops (releasing held locks)
+}
+
+// The same Locker without fx: Build runs the module's start-up check, and
+// the caller closes the Locker. It needs the servers, so this example is
+// compiled, not run.
+func ExampleBuild() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	locker, err := fxmodule.Build(ctx, fxmodule.Config{
+		Driver: fxmodule.DriverRedigo,
+		Addrs:  []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+	})
+	if err != nil {
+		fmt.Println(err) // an *UnreachableError if two of the three are down
+		return
+	}
+	defer locker.Close()
+	err = locker.Do(ctx, "migrations", func(ctx context.Context) error { return nil })
+	fmt.Println(err)
 }
 
 // Nodes the app builds itself, here in-process ones, and an Observer

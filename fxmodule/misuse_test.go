@@ -100,7 +100,7 @@ func TestMisuseFxmodule(t *testing.T) {
 		err := app.Start(ctx)
 		assert.Less(t, time.Since(start), ping+time.Second, "bounded by PingTimeout")
 		require.ErrorIs(t, err, core.ErrUnavailable)
-		require.ErrorContains(t, err, "fxmodule: 3 of 3 quorumlock nodes unreachable at start (tolerated: 0, quorum: 2): node "+dead+": dial tcp "+dead+": connect: connection refused")
+		require.ErrorContains(t, err, "fxmodule: 3 of 3 quorumlock nodes unreachable at start (tolerated: 1, quorum: 2): node "+dead+": dial tcp "+dead+": connect: connection refused")
 		require.ErrorContains(t, err, "node "+silent+": ", "i/o timeout, or context deadline exceeded: whichever of go-redis's socket deadline and the context fires first")
 		var ue *fxmodule.UnreachableError
 		require.ErrorAs(t, err, &ue)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -90,24 +91,51 @@ type Result struct {
 //
 // With p.Lifecycle, New appends a hook whose OnStart checks every node
 // with one EVALSHA of the script "return 1" (a NOSCRIPT reply counts as an
-// answer), in parallel and bounded by Config.PingTimeout, and fails with an *UnreachableError naming each
-// node that did not answer, unless at most Config.TolerateDown did not
-// and a quorum did (the Locker is closed then). With Config.AdoptNodes it
-// then adopts the nodes for the restart guard (core.Locker.Adopt), and
-// fails if that fails. Its OnStop shuts the Locker down
+// answer), in parallel and bounded by Config.PingTimeout, and fails with
+// an *UnreachableError naming each node that did not answer, unless a
+// quorum answered and at most Config.TolerateDown (N − quorum by default)
+// did not; the Locker is closed then. Its OnStop shuts the Locker down
 // (core.Locker.Shutdown) within the stop context: holders still at work
 // (Do functions, httplock handlers) are cancelled and waited for until
 // that context ends, and their locks are never released under them.
+// Without p.Lifecycle, there is no check: Build runs it.
 func New(p Params) (Result, error) {
+	locker, nodes, err := build(p)
+	if err != nil {
+		return Result{}, err
+	}
+	if p.Lifecycle != nil {
+		log := p.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		c := p.Config
+		p.Lifecycle.Append(fx.Hook{
+			OnStart: func(ctx context.Context) error {
+				if err := c.check(ctx, nodes, locker, log); err != nil {
+					// OnStop runs only for hooks that started.
+					return errors.Join(err, locker.Close())
+				}
+				return nil
+			},
+			// Holders still at work get until the stop context ends.
+			OnStop: func(ctx context.Context) error { return locker.Shutdown(ctx) },
+		})
+	}
+	return Result{Locker: locker}, nil
+}
+
+// build makes the Locker of p, and returns it with its nodes.
+func build(p Params) (*core.Locker, []core.Node, error) {
 	c := p.Config
 	if err := c.validate(fieldName); err != nil {
-		return Result{}, fmt.Errorf("fxmodule: %w", err)
+		return nil, nil, fmt.Errorf("fxmodule: %w", err)
 	}
 	nodes := p.Nodes
 	if len(nodes) == 0 {
 		var err error
 		if nodes, err = buildNodes(&c); err != nil {
-			return Result{}, err
+			return nil, nil, err
 		}
 	}
 	opts := append(c.coreOptions(), p.Options...)
@@ -121,33 +149,36 @@ func New(p Params) (Result, error) {
 				_ = n.Close()
 			}
 		}
-		return Result{}, fmt.Errorf("fxmodule: %w", err)
+		return nil, nil, fmt.Errorf("fxmodule: %w", err)
 	}
-	if p.Lifecycle != nil {
-		log := p.Logger
-		if log == nil {
-			log = slog.Default()
-		}
-		nodes := append([]core.Node(nil), nodes...)
-		p.Lifecycle.Append(fx.Hook{
-			OnStart: func(ctx context.Context) error {
-				err := checkNodes(ctx, nodes, c.pingTimeout(), c.TolerateDown, locker.Quorum(), log)
-				if err == nil && c.AdoptNodes {
-					actx, cancel := context.WithTimeout(ctx, c.pingTimeout())
-					err = locker.Adopt(actx)
-					cancel()
-				}
-				if err != nil {
-					// OnStop runs only for hooks that started.
-					return errors.Join(err, locker.Close())
-				}
-				return nil
-			},
-			// Holders still at work get until the stop context ends.
-			OnStop: func(ctx context.Context) error { return locker.Shutdown(ctx) },
-		})
+	return locker, slices.Clone(nodes), nil
+}
+
+// Build returns the Locker that Module would provide for c, without fx:
+// it validates c, builds a node per address with the configured driver,
+// calls core.New with the options of c and then opts, and runs the same
+// start-up check as the module's OnStart hook, within ctx and
+// Config.PingTimeout (see New). The caller owns the Locker and closes it;
+// on error, Build closes everything it made.
+func Build(ctx context.Context, c Config, opts ...core.Option) (*core.Locker, error) {
+	if ctx == nil {
+		return nil, invalidConfig(errors.New("fxmodule: Build: context is nil"))
 	}
-	return Result{Locker: locker}, nil
+	locker, nodes, err := build(Params{Config: c, Options: opts})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.check(ctx, nodes, locker, slog.Default()); err != nil {
+		return nil, errors.Join(err, locker.Close())
+	}
+	return locker, nil
+}
+
+// check is the start-up check of the nodes of locker: every node is
+// pinged, and at most Config.TolerateDown of them (N − quorum by default)
+// may fail, with a quorum answering.
+func (c *Config) check(ctx context.Context, nodes []core.Node, locker *core.Locker, log *slog.Logger) error {
+	return checkNodes(ctx, nodes, c.pingTimeout(), c.tolerateDown(len(nodes), locker.Quorum()), locker.Quorum(), log)
 }
 
 // UnreachableError is the start-up failure of Module when more nodes than

@@ -70,7 +70,7 @@ func TestStartNamesUnreachableNode(t *testing.T) {
 			dead := deadAddr(t)
 			addrs := []string{live[0], dead, live[1]}
 
-			app, _ := newApp(t, fxmodule.Config{Driver: driver, Addrs: addrs})
+			app, _ := newApp(t, fxmodule.Config{Driver: driver, Addrs: addrs, RequireAllNodes: true})
 			err := app.Start(testCtx(t))
 			require.Error(t, err, "one node of three is down and none may be")
 			assert.Contains(t, err.Error(), "node "+dead+": ")
@@ -82,10 +82,10 @@ func TestStartNamesUnreachableNode(t *testing.T) {
 			assert.Equal(t, dead, ue.Down[0].Node)
 			assert.ErrorIs(t, err, core.ErrUnavailable)
 
-			// Tolerated: the app starts, says so in the log, and locks work
-			// on the two others.
+			// Tolerated by default (N − quorum): the app starts, says so in
+			// the log, and locks work on the two others.
 			var logged bytes.Buffer
-			app, locker := newApp(t, fxmodule.Config{Driver: driver, Addrs: addrs, TolerateDown: 1},
+			app, locker := newApp(t, fxmodule.Config{Driver: driver, Addrs: addrs},
 				fx.Supply(slog.New(slog.NewTextHandler(&logged, nil))))
 			app.RequireStart()
 			assert.Contains(t, logged.String(), "node="+dead)
@@ -319,41 +319,57 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	assert.False(t, errors.Is(err, core.ErrUnavailable))
 }
 
-// TestAdoptNodes starts an app over three servers that were never adopted:
-// without AdoptNodes the restart guard keeps them out for a TTL; with it,
-// they vote at once.
-func TestAdoptNodes(t *testing.T) {
+// TestFreshServers starts an app over three servers started a moment
+// before: the app starts, and its first Acquire waits until the restart
+// guard lets the servers vote (a short TTL keeps the wait short), within
+// its context, instead of failing.
+func TestFreshServers(t *testing.T) {
 	t.Parallel()
 	redistest.RequireServer(t)
-	fresh := func() []string {
-		var addrs []string
-		for range 3 {
-			s, err := redistest.StartServer(testCtx(t), redistest.Fresh())
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = s.Close() })
-			addrs = append(addrs, s.Addr())
-		}
-		return addrs
+	var addrs []string
+	for range 3 {
+		s, err := redistest.StartServer(testCtx(t), redistest.Fresh())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		addrs = append(addrs, s.Addr())
 	}
-	cfg := fxmodule.Config{Driver: fxmodule.DriverGoRedis, Addrs: fresh(), Tries: 1}
+	cfg := fxmodule.Config{Driver: fxmodule.DriverGoRedis, Addrs: addrs, TTL: time.Second, Tries: 1}
 	app, locker := newApp(t, cfg)
 	app.RequireStart()
-	_, err := locker.TryAcquire(testCtx(t), "fxmodule:adopt")
-	require.ErrorIs(t, err, core.ErrNodeRestarted, "fresh servers are young")
+	_, err := locker.TryAcquire(testCtx(t), "fxmodule:fresh")
+	require.ErrorIs(t, err, core.ErrNodeRestarted, "fresh servers are young; TryAcquire does not wait")
+	lock, err := locker.Acquire(testCtx(t), "fxmodule:fresh")
+	require.NoError(t, err, "Acquire waits for the servers to vote")
+	assert.GreaterOrEqual(t, len(holders(t, addrs, "fxmodule:fresh")), 2, "a quorum of them")
+	require.NoError(t, lock.Release(testCtx(t)))
 	app.RequireStop()
+}
 
-	cfg.Addrs, cfg.AdoptNodes = fresh(), true
-	app, locker = newApp(t, cfg)
-	app.RequireStart()
-	acquireRelease(t, locker, cfg.Addrs, "fxmodule:adopt")
-	app.RequireStop()
+// Build makes the module's Locker without fx, with the same start-up
+// check: one node of three down is tolerated by default, and refused with
+// RequireAllNodes.
+func TestBuild(t *testing.T) {
+	live := servers(t)
+	addrs := []string{live[0], deadAddr(t), live[1]}
+	ctx := testCtx(t)
+	locker, err := fxmodule.Build(ctx, fxmodule.Config{Driver: fxmodule.DriverRedigo, Addrs: addrs}, core.WithKeyPrefix("build:"))
+	require.NoError(t, err)
+	lock, err := locker.Acquire(ctx, t.Name())
+	require.NoError(t, err)
+	assert.Equal(t, []string{live[0], live[1]}, holders(t, live[:2], "build:"+t.Name()), "the options were applied")
+	require.NoError(t, lock.Release(ctx))
+	require.NoError(t, locker.Close())
 
-	cfg.DisableRestartGuard, cfg.AdoptNodes, cfg.Addrs = true, false, fresh()
-	app, locker = newApp(t, cfg)
-	app.RequireStart()
-	assert.Zero(t, locker.RestartGuard())
-	acquireRelease(t, locker, cfg.Addrs, "fxmodule:adopt")
-	app.RequireStop()
+	_, err = fxmodule.Build(ctx, fxmodule.Config{Driver: fxmodule.DriverRedigo, Addrs: addrs, RequireAllNodes: true})
+	var ue *fxmodule.UnreachableError
+	require.ErrorAs(t, err, &ue)
+	assert.Equal(t, addrs[1], ue.Down[0].Node)
+
+	_, err = fxmodule.Build(ctx, fxmodule.Config{})
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "no addresses")
+	//lint:ignore SA1012 a nil context is the misuse under test
+	_, err = fxmodule.Build(nil, fxmodule.Config{Addrs: live}) //nolint:staticcheck
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
 }
 
 // The stop hook honours its context: a Do function still at work is

@@ -27,7 +27,7 @@ func TestStartBoundedByPingTimeout(t *testing.T) {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			begin := time.Now()
-			app, _ := newApp(t, fxmodule.Config{Driver: driver, Addrs: []string{live[0], srv.Addr(), live[1]}, PingTimeout: 200 * time.Millisecond})
+			app, _ := newApp(t, fxmodule.Config{Driver: driver, Addrs: []string{live[0], srv.Addr(), live[1]}, PingTimeout: 200 * time.Millisecond, RequireAllNodes: true})
 			// A rueidis client connects when made: up to its dial timeout
 			// (5 s, the backend's ClientOption) when the server hangs.
 			assert.Less(t, time.Since(begin), 7*time.Second, "construction")
