@@ -18,9 +18,15 @@
 // One acquisition round, as the Redlock specification describes it:
 //
 //  1. Draw a value of 20 random bytes (crypto/rand); note the start time.
-//  2. Send SET key value NX PX ttl to every node, each call bounded by the
-//     node timeout (WithNodeTimeout), in the order and with the stopping
-//     rule of the strategy (WithStrategy).
+//  2. Ask every node to set the key, each call bounded by the node timeout
+//     (WithNodeTimeout), in the order and with the stopping rule of the
+//     strategy (WithStrategy). What a node receives: SET key value NX PX
+//     ttl for one or two nodes, and under WithoutRestartGuard; with three
+//     nodes or more, the restart guard's script (ScriptAcquireGuarded,
+//     EVALSHA), which reads the node's birth key and does the same SET;
+//     with WithFencing, a script that also increments the key's counter
+//     (ScriptAcquireFenced, or the guard's script with the counter). A
+//     Redis Cluster node always gets the plain SET (or the fencing script).
 //  3. The round wins if at least a quorum of nodes (N/2+1 unless
 //     WithQuorum says more) set the key, and validity is left:
 //     validity = TTL - elapsed - drift, drift = TTL x drift factor + 2 ms.

@@ -117,6 +117,8 @@ func TestMisuseNew(t *testing.T) {
 	t.Run("ttl_within_drift", func(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: TTL 2ms leaves no validity after the drift allowance of 2.02ms (WithTTL)",
 			threeNodes(), core.WithTTL(2*time.Millisecond))
+		bad(t, "quorumlock: invalid argument: TTL 2.5ms (2ms in whole milliseconds, the unit of PX) leaves no validity after the drift allowance of 2.02ms (WithTTL)",
+			threeNodes(), core.WithTTL(2500*time.Microsecond))
 	})
 	t.Run("drift_factor_out_of_range", func(t *testing.T) {
 		for _, f := range []float64{-0.1, 1, 1.5, math.NaN(), math.Inf(1)} {

@@ -293,9 +293,12 @@ func (o *options) validate(n int) error {
 	if math.IsNaN(o.driftFactor) || o.driftFactor < 0 || o.driftFactor >= 1 {
 		return invalid("drift factor %v must be in [0, 1) (WithDriftFactor)", o.driftFactor)
 	}
-	o.ttl = o.ttl.Truncate(time.Millisecond)
+	given := o.ttl.String()
+	if o.ttl = o.ttl.Truncate(time.Millisecond); given != o.ttl.String() {
+		given += " (" + o.ttl.String() + " in whole milliseconds, the unit of PX)"
+	}
 	if drift := o.drift(); o.ttl <= drift {
-		return invalid("TTL %v leaves no validity after the drift allowance of %v (WithTTL)", o.ttl, drift)
+		return invalid("TTL %s leaves no validity after the drift allowance of %v (WithTTL)", given, drift)
 	}
 	if o.nodeTimeout <= 0 {
 		return invalid("node timeout %v must be positive (WithNodeTimeout)", o.nodeTimeout)
