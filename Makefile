@@ -1,34 +1,61 @@
 # quorumlock: the one test command is `make test`; CI runs it through .ci/run.
 
 GO       ?= go
+# The modules that vet, staticcheck, purity, unit and tidy cover, by
+# directory: "." is the library (the root go.mod, kept small: every one of
+# its requirements reaches every user, see `make modules`); the others
+# require it through a replace to the checkout. benchmarks/ is a module
+# too, covered by bench-smoke.
+MODULES  ?= . middleware/metrics middleware/tracing examples
+# The root module's packages for vet, staticcheck and unit (the other
+# modules always run ./...), e.g. make unit MODULES=. PKGS=./core/...
 PKGS     ?= ./...
+# staticcheck is a tool of its own module, out of the library's go.mod.
+TOOLS_MODFILE := $(CURDIR)/internal/tools/go.mod
 # Packages that must stay free of drivers and heavy dependencies.
 PURE     := ./core/... ./strategies/...
-FORBIDDEN := go-redis|redigo|rueidis|go\.uber\.org/fx|prometheus|opentelemetry
+DRIVERS  := go-redis|redigo|rueidis|go\.uber\.org/fx|miniredis
+FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
-## program, and a short run of the benchmark program.
-test: redis vet staticcheck purity unit examples bench-smoke
+## program, a short run of the benchmark program, tidy go.mod files and
+## a lean module graph for users; each over every module of MODULES.
+test: redis vet staticcheck purity unit examples bench-smoke tidy modules
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
 	@scripts/ensure-redis.sh
 
+# in_modules runs a command in each module of MODULES, with $pkgs set to
+# its packages, and fails, naming them, if it fails in any.
+in_modules = failed=; for m in $(MODULES); do \
+		pkgs=./...; [ "$$m" = . ] && pkgs='$(PKGS)'; \
+		echo "== $@: $$m"; \
+		(cd $$m && $(1)) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "$@ failed in:$$failed" >&2; exit 1; fi
+
 vet:
-	$(GO) vet $(PKGS)
+	@$(call in_modules,$(GO) vet $$pkgs)
 
 staticcheck:
-	$(GO) tool staticcheck $(PKGS)
+	@$(call in_modules,$(GO) tool -modfile=$(TOOLS_MODFILE) staticcheck $$pkgs)
 
-## purity: core and strategies import no driver, no fx, no metrics, no tracing.
+## purity: core and strategies import no driver, no fx, no metrics, no
+## tracing; the middleware packages (root's and their own modules') no
+## driver and no fx.
+purity_check = bad=$$(cd $(1) && $(GO) list -deps $(2) | grep -E '$(3)' || true); \
+	if [ -n "$$bad" ]; then echo "$(2) of $(1) depends on: $$bad" >&2; exit 1; fi
 purity:
-	@bad=$$($(GO) list -deps $(PURE) | grep -E '$(FORBIDDEN)' || true); \
-	if [ -n "$$bad" ]; then echo "core/strategies depend on: $$bad" >&2; exit 1; fi
+	@$(call purity_check,.,$(PURE),$(FORBIDDEN))
+	@$(call purity_check,.,./middleware/...,$(DRIVERS))
+	@$(call purity_check,middleware/metrics,./...,$(DRIVERS))
+	@$(call purity_check,middleware/tracing,./...,$(DRIVERS))
 
 ## unit: every package's tests with the race detector, except the safety
 ## run, which runs alone afterwards (safety): its five servers and 16
@@ -37,24 +64,24 @@ purity:
 ## should not share the machine with it.
 SAFETY := ./conformance/safety
 unit:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(PKGS) | grep -v '/conformance/safety$$')
+	@$(call in_modules,$(GO) test -race -count=1 -timeout 20m $$($(GO) list $$pkgs | grep -v '/conformance/safety$$'))
 	$(GO) test -race -count=1 -timeout 10m $(SAFETY)
 
-## examples: run every program of examples/ as a user would (go run, on
-## its embedded servers unless REDIS_ADDRS is set), each a few seconds;
-## fails, naming them, if any exits non-zero.
+## examples: run every program of examples/ (a module of its own) as a
+## user would (go run, on its embedded servers unless REDIS_ADDRS is set),
+## each a few seconds; fails, naming them, if any exits non-zero.
 EXAMPLES := quickstart httpservice drivers strategies fxapp
 examples:
 	@failed=; for e in $(EXAMPLES); do \
-		echo "== go run ./examples/$$e"; \
-		$(GO) run ./examples/$$e || failed="$$failed $$e"; \
+		echo "== cd examples && go run ./$$e"; \
+		(cd examples && $(GO) run ./$$e) || failed="$$failed $$e"; \
 		echo; \
 	done; \
 	if [ -n "$$failed" ]; then echo "examples failed:$$failed" >&2; exit 1; fi
 
 ## quickstart: the README's first command.
 quickstart:
-	$(GO) run ./examples/quickstart
+	cd examples && $(GO) run ./quickstart
 
 ## bench: the micro-benchmarks of core and strategies, then lockbench
 ## (benchmarks/, a module of its own): quorumlock against redsync,
@@ -103,3 +130,18 @@ fuzz:
 		echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
+
+## tidy: go mod tidy would change no go.mod or go.sum, in any module
+## (MODULES, benchmarks and the tools module).
+tidy:
+	@failed=; for m in $(MODULES) benchmarks internal/tools; do \
+		(cd $$m && $(GO) mod tidy -diff) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "go mod tidy would change:$$failed (run it there)" >&2; exit 1; fi
+
+## modules: a user's module importing core and one backend (each in turn)
+## lists at most 15 modules in go list -m all, and no fx, Prometheus,
+## OpenTelemetry, miniredis or tool: whatever the root go.mod requires
+## reaches every user. Builds scratch modules in a temporary directory.
+modules:
+	@GO=$(GO) scripts/lean-modules.sh

@@ -1,6 +1,8 @@
 // Package middleware holds what plugs quorumlock into the rest of a
 // service, each in a package of its own so that an application pulls in
-// only the dependencies it uses:
+// only the dependencies it uses (metrics and tracing are Go modules of
+// their own as well, so that the library's module requires neither
+// Prometheus nor OpenTelemetry):
 //
 //   - logging: a core.Observer that logs acquisitions, extensions,
 //     releases and losses with log/slog;

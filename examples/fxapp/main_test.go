@@ -110,7 +110,8 @@ func TestFxAppUnreachable(t *testing.T) {
 	clearEnv(t)
 	dead := demotest.DeadAddr(t)
 	t.Setenv("QUORUMLOCK_DRIVER", "goredis")
-	t.Setenv("QUORUMLOCK_ADDRS", strings.Join([]string{demotest.Miniredis(t, 1)[0], dead, demotest.Miniredis(t, 1)[0]}, ","))
+	// Two of three: no quorum (one down is tolerated by default).
+	t.Setenv("QUORUMLOCK_ADDRS", strings.Join([]string{demotest.Miniredis(t, 1)[0], dead, demotest.DeadAddr(t)}, ","))
 	out, err := runApp(t, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "starting the app")

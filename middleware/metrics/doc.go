@@ -1,6 +1,8 @@
 // Package metrics is a core.Observer that keeps Prometheus metrics of what
-// a Locker does. It lives in its own package so that core stays free of
-// the Prometheus client; import it only where metrics are wanted.
+// a Locker does. It is a Go module of its own
+// (github.com/quorumlock/quorumlock/middleware/metrics) so that only
+// programs that import it depend on the Prometheus client; core and the
+// backends stay free of it.
 //
 //	obs, err := metrics.New()
 //	...

@@ -1,6 +1,8 @@
 // Package tracing records what a quorumlock Locker does as OpenTelemetry
-// spans: an Observer (core.Observer) to add with core.WithObserver. It lives
-// in its own package so that core stays free of OpenTelemetry.
+// spans: an Observer (core.Observer) to add with core.WithObserver. It is a
+// Go module of its own (github.com/quorumlock/quorumlock/middleware/tracing)
+// so that only programs that import it depend on OpenTelemetry; core and
+// the backends stay free of it.
 //
 //	locker, err := core.New(nodes, core.WithObserver(tracing.New()))
 //

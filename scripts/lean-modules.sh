@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Keeps the library's module graph lean. For each backend, builds a scratch
+# consumer module in a temporary directory that imports core and that one
+# backend and requires this checkout through a replace, runs go mod tidy,
+# and fails if `go list -m all` lists more than MAX_MODULES modules (the
+# consumer itself included) or any module of HEAVY, printing the list.
+#
+# With module graph pruning a consumer sees every requirement of the root
+# go.mod, `// indirect` ones included: whatever only middleware, examples,
+# the fx module or tools need belongs in a module of its own (see MODULES
+# in the Makefile), not in the root go.mod.
+#
+# Needs the module proxy (or a module cache holding the graph).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+GO=${GO:-go}
+max=${MAX_MODULES:-15}
+backends=${BACKENDS:-redigo goredis rueidis}
+heavy=${HEAVY:-'go\.uber\.org/(fx|dig|zap)|prometheus|opentelemetry|miniredis|honnef\.co|golang\.org/x/tools'}
+
+export GOWORK=off
+module=$(cd "$root" && $GO list -m)
+goversion=$(cd "$root" && $GO list -m -f '{{.GoVersion}}')
+# Only for the scratch consumers, never for the checkout.
+export GOFLAGS="${GOFLAGS:-} -mod=mod"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+failed=
+for b in $backends; do
+	dir=$tmp/$b
+	mkdir -p "$dir"
+	cat >"$dir/go.mod" <<EOF
+module example.com/leanconsumer
+
+go $goversion
+
+require $module v0.0.0
+
+replace $module => $root
+EOF
+	cat >"$dir/main.go" <<EOF
+// A consumer of core and one backend, nothing else.
+package main
+
+import (
+	_ "$module/backends/$b"
+	_ "$module/core"
+)
+
+func main() {}
+EOF
+	(cd "$dir" && $GO mod tidy)
+	list=$(cd "$dir" && $GO list -m all)
+	n=$(printf '%s\n' "$list" | wc -l)
+	bad=$(printf '%s\n' "$list" | grep -E "$heavy" || true)
+	echo "core + backends/$b: $n modules (at most $max), go $(cd "$dir" && $GO list -m -f '{{.GoVersion}}')"
+	if [ "$n" -gt "$max" ] || [ -n "$bad" ]; then
+		[ -n "$bad" ] && printf 'heavy modules in the graph:\n%s\n' "$bad" >&2
+		printf '%s\n' "$list" | sed 's/^/    /' >&2
+		failed="$failed $b"
+	fi
+done
+if [ -n "$failed" ]; then
+	echo "lean-modules: a consumer of core and one backend has too many modules ($failed); move the requirement out of the root go.mod into a module of its own" >&2
+	exit 1
+fi
