@@ -1,10 +1,10 @@
 module github.com/quorumlock/quorumlock
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/gomodule/redigo v1.9.3
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/fx v1.24.0
@@ -18,5 +18,5 @@ require (
 	go.uber.org/dig v1.19.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 )
