@@ -1,6 +1,22 @@
 // Package goredis is the quorumlock backend for go-redis v9
 // (github.com/redis/go-redis/v9).
 //
+// Dial is the way to start: it makes one client and node per address (one
+// per independent master), each node owning its client, so that the
+// Locker's Close closes them all:
+//
+//	nodes, closeAll, err := goredis.Dial([]string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+//		goredis.WithCredentials("", password))
+//	if err != nil { ... }
+//	locker, err := core.New(nodes)
+//	if err != nil { closeAll(); ... }
+//	defer locker.Close()
+//
+// Its options set credentials, TLS, a Redis Cluster (WithCluster) and any
+// other go-redis setting (WithOptions), keeping those a lock node needs.
+// For a client of your own, New makes a node around it, which leaves the
+// client to you:
+//
 //	rdb := redis.NewClient(goredis.ClientOptions("10.0.0.1:6379"))
 //	node, err := goredis.New(rdb)
 //
@@ -54,7 +70,33 @@
 // ClientOptions returns options with those retries off, as a lock node wants
 // them (core retries whole rounds); a client built otherwise still works.
 //
-// The node never closes the client: it belongs to the caller.
+// A node made by New never closes the client: it belongs to the caller.
+// A node made by Dial closes the client Dial made for it.
+//
+// # Logs of a server that is down
+//
+// While a server is down, go-redis logs each failed connection attempt
+// through its own logger, by default to stderr:
+//
+//	redis: 2025/06/01 12:00:00 pool.go:770: redis: connection pool: failed to dial after 1 attempts: dial tcp 10.0.0.3:6379: connect: connection refused
+//
+// With a minority of the nodes down this is expected: the Locker works on
+// a quorum, and the node's errors reach core's observers and QuorumError
+// anyway. The logger is go-redis's, one for the whole process. To quiet
+// it, give redis.SetLogger a logger that discards: of package
+// github.com/redis/go-redis/v9/logging, &logging.VoidLogger{} drops every
+// line (logging.Disable sets it), and
+// logging.NewBlacklistLogger([]string{"failed to dial"}) these lines
+// alone. Or forward go-redis's lines to slog at debug level; any value
+// with go-redis's Printf method is a logger:
+//
+//	type redisLog struct{ l *slog.Logger }
+//
+//	func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+//		r.l.DebugContext(ctx, fmt.Sprintf(format, v...))
+//	}
+//
+//	redis.SetLogger(redisLog{slog.Default()})
 //
 // # Commands and errors
 //

@@ -14,10 +14,10 @@ import (
 	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
-// The subtests of TestMisuseGoRedis are rows of the README's table "Bad
-// input and the errors it gets" (TestReadmeBadInputTable, in core, checks
-// that each one named there exists). Their nodes are made by single, of
-// conformance_test.go, as a user would make them.
+// The subtests of TestMisuseGoRedis are rows of the table "Bad input and
+// the errors it gets" of docs/errors.md (TestReadmeBadInputTable, in core,
+// checks that each one named there exists). Their nodes are made by single,
+// of conformance_test.go, as a user would make them.
 
 func TestMisuseGoRedis(t *testing.T) {
 	t.Run("nil_client", func(t *testing.T) {

@@ -19,9 +19,9 @@ import (
 	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
-// The subtests of TestTopologyGoRedis are rows of the README's table
-// "Topologies and client types" (TestReadmeTopologyTable, in core, checks
-// that each one is named there, and that each test named there exists).
+// The subtests of TestTopologyGoRedis are rows of the table of client types
+// of docs/topologies.md (TestReadmeTopologyTable, in core, checks that each
+// one is named there, and that each test named there exists).
 
 // Stable parts of New's refusals.
 const (

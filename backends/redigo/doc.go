@@ -1,6 +1,22 @@
 // Package redigo is the quorumlock backend for redigo
 // (github.com/gomodule/redigo).
 //
+// Dial is the way to start: it makes one pool and node per address (one
+// per independent master), each named by its address and owning its
+// pool, so that the Locker's Close closes them all:
+//
+//	nodes, closeAll, err := redigo.Dial([]string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+//		redigo.WithCredentials("", password))
+//	if err != nil { ... }
+//	locker, err := core.New(nodes)
+//	if err != nil { closeAll(); ... }
+//	defer locker.Close()
+//
+// Its options set credentials, TLS (with a handshake bounded by the node
+// timeout, which redigo's own DialUseTLS is not), dial options and pool
+// settings. For a pool of your own, New makes a node around it, which
+// leaves the pool to you:
+//
 //	pool := redigo.NewPool("10.0.0.1:6379")
 //	defer pool.Close()
 //	node, err := redigo.New(pool, redigo.WithName("10.0.0.1:6379"))
@@ -50,7 +66,8 @@
 // timeout, a closed pool, server errors) core.KindNodeFailure. The node
 // never retries and never falls back from EVALSHA to EVAL itself: core does.
 //
-// The node never closes the pool: it belongs to the caller.
+// A node made by New never closes the pool: it belongs to the caller. A
+// node made by Dial closes the pool Dial made for it.
 //
 // # Compliance
 //

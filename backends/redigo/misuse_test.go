@@ -13,11 +13,11 @@ import (
 	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
-// The subtests of TestMisuseRedigo are rows of the README's table "Bad
-// input and the errors it gets" (TestReadmeBadInputTable, in core, checks
-// that each one named there exists). Their nodes are made by factory, of
-// conformance_test.go, as a user would make them: over a pool of
-// redigo.NewPool, named after its server.
+// The subtests of TestMisuseRedigo are rows of the table "Bad input and the
+// errors it gets" of docs/errors.md (TestReadmeBadInputTable, in core,
+// checks that each one named there exists). Their nodes are made by
+// factory, of conformance_test.go, as a user would make them: over a pool
+// of redigo.NewPool, named after its server.
 
 func TestMisuseRedigo(t *testing.T) {
 	t.Run("nil_pool", func(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// The subtests of TestTopologyRedigo are rows of the README's table
-// "Topologies and client types" (TestReadmeTopologyTable, in core, checks
-// that each one is named there, and that each test named there exists).
+// The subtests of TestTopologyRedigo are rows of the table of client types
+// of docs/topologies.md (TestReadmeTopologyTable, in core, checks that each
+// one is named there, and that each test named there exists).
 
 func TestTopologyRedigo(t *testing.T) {
 	t.Run("pool_dialling_several_servers", func(t *testing.T) {

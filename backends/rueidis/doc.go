@@ -9,6 +9,25 @@
 //		qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 //	)
 //
+// Dial is the way to start: it makes one client and node per address (one
+// per independent master), each owning its client, so that the Locker's
+// Close closes them all:
+//
+//	nodes, closeAll, err := qlrueidis.Dial([]string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+//		qlrueidis.WithCredentials("", password))
+//	if err != nil { ... }
+//	locker, err := core.New(nodes)
+//	if err != nil { closeAll(); ... }
+//	defer locker.Close()
+//
+// rueidis connects when a client is made; Dial makes the clients in
+// parallel and does not wait for a server that is hung (see Dial), so a
+// minority of servers down or hung does not hold a program's start. Its
+// options set credentials, TLS, a Redis Cluster (WithCluster) and any
+// other rueidis setting (WithClientOption), keeping those a lock node
+// needs. For a client of your own, New makes a node around it, which
+// leaves the client to you unless given CloseClient:
+//
 //	client, err := rueidis.NewClient(qlrueidis.ClientOption("10.0.0.1:6379"))
 //	node, err := qlrueidis.New(client)
 //
@@ -91,11 +110,11 @@
 // master which has not seen the script costs one NOSCRIPT round trip there.
 //
 // The node never closes the client: it belongs to the caller, unless the
-// node was made with CloseClient. A rueidis cluster client (v1.0.79) does
-// not stay closed: closing its connections starts a topology refresh that
-// connects again about a second later, with goroutines that outlive Close
-// by up to six seconds. A node made with CloseClient refuses calls once
-// closed, whatever the client does.
+// node was made with CloseClient, as Dial makes its nodes. A rueidis
+// cluster client (v1.0.79) does not stay closed: closing its connections
+// starts a topology refresh that connects again about a second later,
+// with goroutines that outlive Close by up to six seconds. A node made
+// with CloseClient refuses calls once closed, whatever the client does.
 //
 // # Compliance
 //

@@ -16,9 +16,9 @@ import (
 	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
-// The subtests of TestMisuseRueidis are rows of the README's table "Bad
-// input and the errors it gets" (TestReadmeBadInputTable, in core, checks
-// that each one named there exists).
+// The subtests of TestMisuseRueidis are rows of the table "Bad input and
+// the errors it gets" of docs/errors.md (TestReadmeBadInputTable, in core,
+// checks that each one named there exists).
 
 // forcedSingle builds a node, named addr, over a client of the one server
 // at addr, made from ClientOption with ForceSingleClient (as fxmodule

@@ -21,9 +21,9 @@ import (
 	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
-// The subtests of TestTopologyRueidis are rows of the README's table
-// "Topologies and client types" (TestReadmeTopologyTable, in core, checks
-// that each one is named there, and that each test named there exists).
+// The subtests of TestTopologyRueidis are rows of the table of client types
+// of docs/topologies.md (TestReadmeTopologyTable, in core, checks that each
+// one is named there, and that each test named there exists).
 
 // advice is the stable part of what New's refusals advise.
 const advice = "give each independent master (not its replicas) as its own node: a client of one master"

@@ -1,0 +1,312 @@
+package goredis
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// DialOption configures Dial.
+type DialOption interface {
+	applyDial(*dialConfig)
+	String() string
+}
+
+type dialConfig struct {
+	username, password string
+	tls                bool
+	tlsConfig          *tls.Config
+	cluster            bool
+	options            []func(*redis.Options)
+	clusterOptions     []func(*redis.ClusterOptions)
+	errs               []error
+}
+
+type dialOption struct {
+	fn   func(*dialConfig)
+	name string
+}
+
+func (o dialOption) applyDial(c *dialConfig) { o.fn(c) }
+func (o dialOption) String() string          { return o.name }
+
+// WithCredentials authenticates every client Dial makes: as the Redis ACL
+// user username with password, or, with an empty username, with password
+// alone (requirepass, the "default" user).
+// Default: no authentication.
+func WithCredentials(username, password string) DialOption {
+	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
+}
+
+// WithTLS makes every client Dial makes connect with TLS, using a clone of
+// cfg for each client. A nil cfg means TLS 1.2 or later, with the server
+// name taken from the host of each address (of the first seed for a
+// cluster).
+// Default: plain TCP.
+func WithTLS(cfg *tls.Config) DialOption {
+	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLS(...)"}
+}
+
+// WithCluster makes the addresses the seeds of ONE Redis Cluster (any of
+// its masters), which Dial makes one node of, over a *redis.ClusterClient:
+// a cluster's masters are not independent voters.
+// Default: every address is an independent master and a node of its own.
+func WithCluster() DialOption {
+	return dialOption{func(c *dialConfig) { c.cluster = true }, "WithCluster()"}
+}
+
+// WithOptions calls fn on the options of each server's client, once per
+// address, after Dial has set them from ClientOptions, WithCredentials and
+// WithTLS, and before redis.NewClient: for the pool size, timeouts, the
+// database, hooks. fn must leave Addr and ContextTimeoutEnabled as they
+// are (Dial refuses the options otherwise). Not with WithCluster.
+// Default: ClientOptions' settings.
+func WithOptions(fn func(*redis.Options)) DialOption {
+	return dialOption{func(c *dialConfig) {
+		if fn == nil {
+			c.errs = append(c.errs, errors.New("WithOptions(nil): the function is nil"))
+		}
+		c.options = append(c.options, fn)
+	}, "WithOptions(...)"}
+}
+
+// WithClusterOptions is WithOptions for the cluster client of WithCluster:
+// fn gets the options set from ClusterOptions, WithCredentials and
+// WithTLS, and must leave Addrs, ContextTimeoutEnabled and ClusterSlots
+// as they are. Only with WithCluster.
+// Default: ClusterOptions' settings.
+func WithClusterOptions(fn func(*redis.ClusterOptions)) DialOption {
+	return dialOption{func(c *dialConfig) {
+		if fn == nil {
+			c.errs = append(c.errs, errors.New("WithClusterOptions(nil): the function is nil"))
+		}
+		c.clusterOptions = append(c.clusterOptions, fn)
+	}, "WithClusterOptions(...)"}
+}
+
+// Dial returns one node per address, each an independent Redis master (one
+// Redlock node), over a *redis.Client of its own made from ClientOptions;
+// with WithCluster, one node over a *redis.ClusterClient of the cluster the
+// addresses are seeds of. Addresses are "host:port"; each node is named by
+// its address as given (trimmed), a cluster "cluster:" and its sorted seeds.
+// Defaults: no authentication, plain TCP, ClientOptions' (ClusterOptions')
+// settings.
+//
+// Each node owns its client: closing the node, as core.Locker.Close does,
+// closes it. (A node is a *Node wrapped with that Close, keeping Client and
+// the core capabilities.) closeAll closes every node Dial returned; it is idempotent,
+// so it is safe after Locker.Close, and it is for when core.New fails or is
+// never called. go-redis connects on first use: Dial neither connects nor
+// sends anything, so a server that is down or hung does not hold it up,
+// and its node works once the server is back.
+//
+// No addresses, an empty one, one without a port, one given twice, a nil
+// option or options that break what a lock node needs get an error
+// matching core.ErrInvalidArgument; on error Dial returns no nodes and
+// has closed what it made.
+func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
+	addrs, c, err := prepareDial(addrs, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.cluster {
+		o, err := c.clusterOptionsFor(addrs)
+		if err != nil {
+			return nil, nil, err
+		}
+		node, err := own(redis.NewClusterClient(o))
+		if err != nil {
+			return nil, nil, err
+		}
+		nodes = []core.Node{node}
+		return nodes, closer(nodes), nil
+	}
+	all := make([]*redis.Options, len(addrs))
+	for i, a := range addrs {
+		if all[i], err = c.optionsFor(a); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, o := range all {
+		node, err := own(redis.NewClient(o))
+		if err != nil {
+			_ = closer(nodes)()
+			return nil, nil, err
+		}
+		nodes = append(nodes, node)
+	}
+	return nodes, closer(nodes), nil
+}
+
+// prepareDial checks Dial's arguments and returns the trimmed addresses
+// and the configuration the options give.
+func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
+	addrs, err := checkAddrs(addrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var c dialConfig
+	for i, o := range opts {
+		if o == nil {
+			return nil, nil, fmt.Errorf("%w: goredis: Dial: option %d is nil", core.ErrInvalidArgument, i)
+		}
+		o.applyDial(&c)
+	}
+	switch {
+	case c.cluster && len(c.options) > 0:
+		c.errs = append(c.errs, errors.New("WithOptions sets the options of a client of one server; with WithCluster, use WithClusterOptions"))
+	case !c.cluster && len(c.clusterOptions) > 0:
+		c.errs = append(c.errs, errors.New("WithClusterOptions sets the options of a cluster client; it needs WithCluster"))
+	}
+	if err := errors.Join(c.errs...); err != nil {
+		return nil, nil, fmt.Errorf("%w: goredis: Dial: %w", core.ErrInvalidArgument, err)
+	}
+	return addrs, &c, nil
+}
+
+// checkAddrs trims addrs and refuses a list that does not name distinct
+// servers as "host:port".
+func checkAddrs(addrs []string) ([]string, error) {
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf(`%w: goredis: Dial: no addresses: give one "host:port" per server`, core.ErrInvalidArgument)
+	}
+	out := make([]string, len(addrs))
+	seen := make(map[string]int, len(addrs))
+	for i, raw := range addrs {
+		a := strings.TrimSpace(raw)
+		if a == "" {
+			return nil, fmt.Errorf("%w: goredis: Dial: address %d is empty (%q)", core.ErrInvalidArgument, i, raw)
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return nil, fmt.Errorf(`%w: goredis: Dial: address %q %s: want "host:port", such as "10.0.0.1:6379"`, core.ErrInvalidArgument, raw, addrFault(err))
+		}
+		if j, dup := seen[a]; dup {
+			return nil, fmt.Errorf("%w: goredis: Dial: address %q is given twice (addresses %d and %d): one server would count twice",
+				core.ErrInvalidArgument, a, j, i)
+		}
+		seen[a], out[i] = i, a
+	}
+	return out, nil
+}
+
+// addrFault says what is wrong with an address that net.SplitHostPort
+// refused (err), or whose port is empty (nil err).
+func addrFault(err error) string {
+	var ae *net.AddrError
+	if err == nil || errors.As(err, &ae) && ae.Err == "missing port in address" {
+		return "has no port"
+	}
+	if errors.As(err, &ae) {
+		return "is not host:port (" + ae.Err + ")"
+	}
+	return "is not host:port"
+}
+
+// tlsFor returns the TLS configuration of a client of addr, or nil.
+func (c *dialConfig) tlsFor(addr string) *tls.Config {
+	switch {
+	case c.tlsConfig != nil:
+		return c.tlsConfig.Clone()
+	case c.tls:
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+		return cfg
+	}
+	return nil
+}
+
+// optionsFor returns the options of the client of the server at addr.
+func (c *dialConfig) optionsFor(addr string) (*redis.Options, error) {
+	o := ClientOptions(addr)
+	o.Username, o.Password, o.TLSConfig = c.username, c.password, c.tlsFor(addr)
+	for _, fn := range c.options {
+		fn(o)
+	}
+	switch {
+	case o.Addr != addr:
+		return nil, fmt.Errorf("%w: goredis: Dial: WithOptions changed Options.Addr from %q to %q: the node would be named for a server it does not reach; give Dial the address",
+			core.ErrInvalidArgument, addr, o.Addr)
+	case !o.ContextTimeoutEnabled:
+		return nil, fmt.Errorf("%w: goredis: Dial: WithOptions turned Options.ContextTimeoutEnabled off for %s: go-redis would ignore context deadlines on the socket, "+
+			"and the node timeout could not bound a call to a server that does not answer", core.ErrInvalidArgument, addr)
+	}
+	return o, nil
+}
+
+// clusterOptionsFor returns the options of the client of the cluster that
+// addrs are seeds of.
+func (c *dialConfig) clusterOptionsFor(addrs []string) (*redis.ClusterOptions, error) {
+	o := ClusterOptions(slices.Clone(addrs)...)
+	o.Username, o.Password, o.TLSConfig = c.username, c.password, c.tlsFor(addrs[0])
+	for _, fn := range c.clusterOptions {
+		fn(o)
+	}
+	switch {
+	case !slices.Equal(o.Addrs, addrs):
+		return nil, fmt.Errorf("%w: goredis: Dial: WithClusterOptions changed ClusterOptions.Addrs from %q to %q: give Dial the seeds",
+			core.ErrInvalidArgument, addrs, o.Addrs)
+	case !o.ContextTimeoutEnabled:
+		return nil, fmt.Errorf("%w: goredis: Dial: WithClusterOptions turned ClusterOptions.ContextTimeoutEnabled off: go-redis would ignore context deadlines on the socket, "+
+			"and the node timeout could not bound a call to a server that does not answer", core.ErrInvalidArgument)
+	case o.ClusterSlots != nil:
+		return nil, fmt.Errorf("%w: goredis: Dial: WithClusterOptions set ClusterOptions.ClusterSlots: the servers would not be a Redis Cluster checking that slot map, "+
+			"so one lock key could live on two servers over time; leave it nil", core.ErrInvalidArgument)
+	}
+	return o, nil
+}
+
+// own makes the node of a client Dial made, closing the client if New
+// refuses it.
+func own(client interface {
+	Client
+	Close() error
+}) (core.Node, error) {
+	node, err := New(client)
+	if err != nil {
+		return nil, errors.Join(err, client.Close())
+	}
+	return &ownedNode{Node: node, close: client.Close}, nil
+}
+
+// ownedNode is a node that closes its client, which Dial made and nobody
+// else holds. Embedding the node keeps its capabilities (core.Batcher,
+// core.Watcher, core.Sharded) and its Client method.
+type ownedNode struct {
+	*Node
+	close func() error
+	once  sync.Once
+}
+
+var (
+	_ core.Batcher = (*ownedNode)(nil)
+	_ core.Watcher = (*ownedNode)(nil)
+	_ core.Sharded = (*ownedNode)(nil)
+)
+
+// Close closes the client; later calls do nothing and return nil.
+func (n *ownedNode) Close() error {
+	err := n.Node.Close()
+	n.once.Do(func() { err = errors.Join(err, n.close()) })
+	return err
+}
+
+// closer returns a function that closes nodes, each once.
+func closer(nodes []core.Node) func() error {
+	return func() error {
+		var errs []error
+		for _, n := range nodes {
+			errs = append(errs, n.Close())
+		}
+		return errors.Join(errs...)
+	}
+}

@@ -1,0 +1,277 @@
+package goredis_test
+
+import (
+	"context"
+	"crypto/tls"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/backends/goredis"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/leakwait"
+)
+
+// dialServer starts a redis-server for one test.
+func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
+	t.Helper()
+	redistest.RequireServer(t)
+	srv, err := redistest.StartServer(t.Context(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	return srv
+}
+
+// dialCtx is a context bounded for one step of a test.
+func dialCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// requireHeldEverywhere acquires fresh keys until one is held on every
+// server of addrs (a server just back may miss a round or two), releasing
+// each.
+func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
+	t.Helper()
+	ctx := dialCtx(t)
+	var held []string
+	for i := 0; ctx.Err() == nil; i++ {
+		key := t.Name() + ":" + strconv.Itoa(i)
+		lock, err := locker.Acquire(ctx, key)
+		require.NoError(t, err)
+		held = held[:0]
+		for _, a := range addrs {
+			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+			if n, err := c.Exists(ctx, key).Result(); err == nil && n == 1 {
+				held = append(held, a)
+			}
+			_ = c.Close()
+		}
+		require.NoError(t, lock.Release(ctx))
+		if len(held) == len(addrs) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
+}
+
+// Dial does not wait for a server that is down: the other two are a
+// quorum, and the third node works once its server is up.
+func TestDialWithAServerDown(t *testing.T) {
+	t.Parallel()
+	port, err := redistest.FreePort()
+	require.NoError(t, err)
+	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port)}
+
+	begin := time.Now()
+	nodes, closeAll, err := goredis.Dial(addrs)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(begin), time.Second)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err, "two of three are a quorum")
+	require.NoError(t, lock.Release(dialCtx(t)))
+
+	dialServer(t, redistest.WithPort(port))
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// Dial does not wait for a server that is hung; its node works once the
+// server answers again.
+func TestDialWithAServerHung(t *testing.T) {
+	t.Parallel()
+	hung := dialServer(t)
+	addrs := []string{dialServer(t).Addr(), hung.Addr(), dialServer(t).Addr()}
+	require.NoError(t, hung.Pause())
+	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
+
+	resume := time.AfterFunc(2*time.Second, func() { _ = hung.Resume() })
+	begin := time.Now()
+	nodes, closeAll, err := goredis.Dial(addrs)
+	took := time.Since(begin)
+	require.True(t, resume.Stop(), "Dial returned before the hung server was resumed")
+	require.NoError(t, err)
+	assert.Less(t, took, time.Second)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err, "two of three are a quorum")
+	require.NoError(t, lock.Release(dialCtx(t)))
+
+	require.NoError(t, hung.Resume())
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// Every bad argument gets an error matching core.ErrInvalidArgument that
+// quotes it.
+func TestDialRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	addrs := []string{"127.0.0.1:7001", "127.0.0.1:7002"}
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		opts  []goredis.DialOption
+		want  string
+	}{
+		{"no addresses", nil, nil, "goredis: Dial: no addresses"},
+		{"empty address", []string{"127.0.0.1:7001", "  "}, nil, `address 1 is empty ("  ")`},
+		{"no port", []string{"127.0.0.1:7001", "redis.internal"}, nil, `address "redis.internal" has no port`},
+		{"empty port", []string{"redis.internal:"}, nil, `address "redis.internal:" has no port`},
+		{"same address twice", []string{"127.0.0.1:7001", " 127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
+		{"nil option", addrs, []goredis.DialOption{goredis.WithCredentials("u", "p"), nil}, "option 1 is nil"},
+		{"nil function", addrs, []goredis.DialOption{goredis.WithOptions(nil)}, "WithOptions(nil)"},
+		{"unbounded", addrs, []goredis.DialOption{goredis.WithOptions(func(o *redis.Options) { o.ContextTimeoutEnabled = false })},
+			"Options.ContextTimeoutEnabled off for 127.0.0.1:7001"},
+		{"other address", addrs, []goredis.DialOption{goredis.WithOptions(func(o *redis.Options) { o.Addr = "10.0.0.9:6379" })},
+			`changed Options.Addr from "127.0.0.1:7001" to "10.0.0.9:6379"`},
+		{"options of a cluster", addrs, []goredis.DialOption{goredis.WithCluster(), goredis.WithOptions(func(*redis.Options) {})}, "use WithClusterOptions"},
+		{"cluster options alone", addrs, []goredis.DialOption{goredis.WithClusterOptions(func(*redis.ClusterOptions) {})}, "it needs WithCluster"},
+		{"cluster unbounded", addrs, []goredis.DialOption{goredis.WithCluster(),
+			goredis.WithClusterOptions(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = false })}, "ClusterOptions.ContextTimeoutEnabled off"},
+		{"cluster slots", addrs, []goredis.DialOption{goredis.WithCluster(), goredis.WithClusterOptions(func(o *redis.ClusterOptions) {
+			o.ClusterSlots = func(context.Context) ([]redis.ClusterSlot, error) { return nil, nil }
+		})}, "ClusterOptions.ClusterSlots"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, closeAll, err := goredis.Dial(tc.addrs, tc.opts...)
+			t.Log(err)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Nil(t, nodes)
+			assert.Nil(t, closeAll)
+		})
+	}
+}
+
+// The options reach the clients, nodes are named by their addresses as
+// given, and closing a node closes its client.
+func TestDialOptionsAndNames(t *testing.T) {
+	t.Parallel()
+	nodes, closeAll, err := goredis.Dial([]string{" redis.example:6380", "10.0.0.2:6379 "},
+		goredis.WithCredentials("u", "p"), goredis.WithTLS(nil), goredis.WithOptions(func(o *redis.Options) { o.PoolSize = 3 }))
+	require.NoError(t, err)
+	require.Len(t, nodes, 2)
+	assert.Equal(t, "redis.example:6380", nodes[0].String())
+	assert.Equal(t, "10.0.0.2:6379", nodes[1].String())
+	assert.Implements(t, (*core.Batcher)(nil), nodes[0])
+	assert.Implements(t, (*core.Watcher)(nil), nodes[0])
+	rdb := nodes[0].(interface{ Client() goredis.Client }).Client().(*redis.Client)
+	o := rdb.Options()
+	assert.Equal(t, "u", o.Username)
+	assert.Equal(t, "p", o.Password)
+	assert.Equal(t, 3, o.PoolSize)
+	assert.True(t, o.ContextTimeoutEnabled)
+	assert.Equal(t, 0, o.MaxRetries, "ClientOptions' -1: no retries")
+	require.NotNil(t, o.TLSConfig)
+	assert.Equal(t, "redis.example", o.TLSConfig.ServerName)
+	assert.Equal(t, uint16(tls.VersionTLS12), o.TLSConfig.MinVersion)
+	require.NoError(t, nodes[0].Close())
+	assert.ErrorIs(t, rdb.Ping(t.Context()).Err(), redis.ErrClosed)
+	require.NoError(t, closeAll())
+
+	mine := &tls.Config{ServerName: "mine", MinVersion: tls.VersionTLS13}
+	nodes, closeAll, err = goredis.Dial([]string{"127.0.0.1:7003", "127.0.0.1:7002"}, goredis.WithCluster(), goredis.WithTLS(mine),
+		goredis.WithClusterOptions(func(o *redis.ClusterOptions) { o.PoolSize = 2 }))
+	require.NoError(t, err)
+	require.Len(t, nodes, 1)
+	assert.Equal(t, "cluster:127.0.0.1:7002,127.0.0.1:7003", nodes[0].String())
+	assert.True(t, nodes[0].(core.Sharded).Sharded())
+	crdb := nodes[0].(interface{ Client() goredis.Client }).Client().(*redis.ClusterClient)
+	assert.Equal(t, 2, crdb.Options().PoolSize)
+	assert.Equal(t, "mine", crdb.Options().TLSConfig.ServerName)
+	assert.NotSame(t, mine, crdb.Options().TLSConfig, "a clone")
+	require.NoError(t, closeAll())
+}
+
+// With TLS, a server that accepts connections and answers nothing costs a
+// call its context: go-redis dials in the background, and the call does
+// not wait for the handshake beyond its context.
+func TestDialTLSHandshakeWithinContext(t *testing.T) {
+	t.Parallel()
+	nodes, closeAll, err := goredis.Dial([]string{redistest.SilentAddr(t)}, goredis.WithTLS(nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
+	require.Error(t, err)
+	assert.Less(t, time.Since(begin), 2*time.Second, "bounded by the context, not the 5 s of DialTimeout")
+}
+
+// closeAll closes every client, may be called again, also after the
+// Locker's Close, and leaves no goroutine behind.
+func TestDialCloseAll(t *testing.T) {
+	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), redistest.DeadAddr(t)}
+	ignore := goleak.IgnoreCurrent()
+
+	nodes, closeAll, err := goredis.Dial(addrs)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		_, _ = n.Eval(dialCtx(t), "return 1", nil, nil) // connect, or fail to
+	}
+	require.NoError(t, closeAll())
+	require.NoError(t, closeAll(), "idempotent")
+	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.ErrorIs(t, err, redis.ErrClosed)
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+
+	nodes, closeAll, err = goredis.Dial(addrs)
+	require.NoError(t, err)
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err)
+	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
+	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
+	require.NoError(t, closeAll(), "after the Locker's Close")
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+}
+
+// WithCredentials authenticates; without it, a server with a password
+// refuses the lock.
+func TestDialWithCredentials(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	// redistest checks a server with INFO, so the password is set after.
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = admin.Close() })
+	require.NoError(t, admin.Do(dialCtx(t), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err())
+	require.NoError(t, admin.ConfigSet(dialCtx(t), "requirepass", "s3cret").Err())
+
+	for name, opts := range map[string][]goredis.DialOption{
+		"password": {goredis.WithCredentials("", "s3cret")},
+		"acl user": {goredis.WithCredentials("locker", "pw")},
+		"none":     nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes, closeAll, err := goredis.Dial([]string{srv.Addr()}, opts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, closeAll()) })
+			locker, err := core.New(nodes, core.WithTries(2))
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+			lock, err := locker.Acquire(dialCtx(t), t.Name())
+			if name == "none" {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "NOAUTH")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(dialCtx(t)))
+		})
+	}
+}

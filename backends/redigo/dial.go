@@ -1,0 +1,258 @@
+package redigo
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/gomodule/redigo/redis"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// DialOption configures Dial.
+type DialOption interface {
+	applyDial(*dialConfig)
+	String() string
+}
+
+type dialConfig struct {
+	username, password string
+	tls                bool
+	tlsConfig          *tls.Config
+	dialOptions        []redis.DialOption
+	pool               []func(*redis.Pool)
+	errs               []error
+}
+
+type dialOption struct {
+	fn   func(*dialConfig)
+	name string
+}
+
+func (o dialOption) applyDial(c *dialConfig) { o.fn(c) }
+func (o dialOption) String() string          { return o.name }
+
+// WithCredentials authenticates every connection Dial's pools make: as the
+// Redis ACL user username with password, or, with an empty username, with
+// password alone (requirepass, the "default" user).
+// Default: no authentication.
+func WithCredentials(username, password string) DialOption {
+	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
+}
+
+// WithTLS makes every connection Dial's pools make use TLS, with a clone of
+// cfg for each pool. A nil cfg means TLS 1.2 or later, with the server name
+// taken from the host of each address. The connection and its handshake
+// are made by a tls.Dialer within the caller's context (the node
+// timeout), not by redigo's DialUseTLS, whose handshake ignores it.
+// Default: plain TCP.
+func WithTLS(cfg *tls.Config) DialOption {
+	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLS(...)"}
+}
+
+// WithDialOptions adds options to redis.DialContext for every connection
+// (a database, timeouts, a client name), after those of WithCredentials
+// and WithTLS, so that they win over them. A dial option that dials
+// another server than the address (redis.DialContextFunc, redis.DialNetDial)
+// makes the node something else than the server it is named after.
+// Default: none.
+func WithDialOptions(opts ...redis.DialOption) DialOption {
+	return dialOption{func(c *dialConfig) { c.dialOptions = append(c.dialOptions, opts...) }, "WithDialOptions(...)"}
+}
+
+// WithPool calls fn on each server's pool, once per address, after NewPool
+// has made it and before its first use: for MaxActive, Wait, TestOnBorrow.
+// fn must leave DialContext set (Dial refuses the pool otherwise), and
+// dialling the address it was made for.
+// Default: NewPool's settings.
+func WithPool(fn func(*redis.Pool)) DialOption {
+	return dialOption{func(c *dialConfig) {
+		if fn == nil {
+			c.errs = append(c.errs, errors.New("WithPool(nil): the function is nil"))
+		}
+		c.pool = append(c.pool, fn)
+	}, "WithPool(...)"}
+}
+
+// Dial returns one node per address, each an independent Redis master (one
+// Redlock node), over a *redis.Pool of its own made by NewPool. Addresses
+// are "host:port"; each node is named by its address as given (trimmed).
+// redigo has no Redis Cluster client.
+//
+// Each node owns its pool: closing the node, as core.Locker.Close does,
+// closes it. (A node is a *Node wrapped with that Close, keeping Pool and
+// the core capabilities.) closeAll closes every node Dial returned; it is idempotent,
+// so it is safe after Locker.Close, and it is for when core.New fails or is
+// never called. A pool connects on first use: Dial neither connects nor
+// sends anything, so a server that is down or hung does not hold it up,
+// and its node works once the server is back. Defaults: no
+// authentication, plain TCP, NewPool's settings.
+//
+// No addresses, an empty one, one without a port, one given twice, a nil
+// option or a pool left without DialContext get an error matching
+// core.ErrInvalidArgument; on error Dial returns no nodes and has closed
+// what it made.
+func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
+	addrs, c, err := prepareDial(addrs, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	pools := make([]*redis.Pool, 0, len(addrs))
+	fail := func(err error) ([]core.Node, func() error, error) {
+		for _, p := range pools {
+			_ = p.Close()
+		}
+		return nil, nil, err
+	}
+	for _, a := range addrs {
+		p, err := c.poolFor(a)
+		if err != nil {
+			return fail(err)
+		}
+		pools = append(pools, p)
+	}
+	for i, p := range pools {
+		node, err := New(p, WithName(addrs[i]))
+		if err != nil {
+			return fail(err)
+		}
+		nodes = append(nodes, &ownedNode{Node: node, close: p.Close})
+	}
+	return nodes, closer(nodes), nil
+}
+
+// prepareDial checks Dial's arguments and returns the trimmed addresses
+// and the configuration the options give.
+func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
+	addrs, err := checkAddrs(addrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var c dialConfig
+	for i, o := range opts {
+		if o == nil {
+			return nil, nil, fmt.Errorf("%w: redigo: Dial: option %d is nil", core.ErrInvalidArgument, i)
+		}
+		o.applyDial(&c)
+	}
+	if err := errors.Join(c.errs...); err != nil {
+		return nil, nil, fmt.Errorf("%w: redigo: Dial: %w", core.ErrInvalidArgument, err)
+	}
+	return addrs, &c, nil
+}
+
+// checkAddrs trims addrs and refuses a list that does not name distinct
+// servers as "host:port".
+func checkAddrs(addrs []string) ([]string, error) {
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf(`%w: redigo: Dial: no addresses: give one "host:port" per server`, core.ErrInvalidArgument)
+	}
+	out := make([]string, len(addrs))
+	seen := make(map[string]int, len(addrs))
+	for i, raw := range addrs {
+		a := strings.TrimSpace(raw)
+		if a == "" {
+			return nil, fmt.Errorf("%w: redigo: Dial: address %d is empty (%q)", core.ErrInvalidArgument, i, raw)
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return nil, fmt.Errorf(`%w: redigo: Dial: address %q %s: want "host:port", such as "10.0.0.1:6379"`, core.ErrInvalidArgument, raw, addrFault(err))
+		}
+		if j, dup := seen[a]; dup {
+			return nil, fmt.Errorf("%w: redigo: Dial: address %q is given twice (addresses %d and %d): one server would count twice",
+				core.ErrInvalidArgument, a, j, i)
+		}
+		seen[a], out[i] = i, a
+	}
+	return out, nil
+}
+
+// addrFault says what is wrong with an address that net.SplitHostPort
+// refused (err), or whose port is empty (nil err).
+func addrFault(err error) string {
+	var ae *net.AddrError
+	if err == nil || errors.As(err, &ae) && ae.Err == "missing port in address" {
+		return "has no port"
+	}
+	if errors.As(err, &ae) {
+		return "is not host:port (" + ae.Err + ")"
+	}
+	return "is not host:port"
+}
+
+// tlsFor returns the TLS configuration of a pool of addr, or nil.
+func (c *dialConfig) tlsFor(addr string) *tls.Config {
+	switch {
+	case c.tlsConfig != nil:
+		return c.tlsConfig.Clone()
+	case c.tls:
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+		return cfg
+	}
+	return nil
+}
+
+// poolFor returns the pool of the server at addr.
+func (c *dialConfig) poolFor(addr string) (*redis.Pool, error) {
+	var dial []redis.DialOption
+	if c.username != "" {
+		dial = append(dial, redis.DialUsername(c.username))
+	}
+	if c.password != "" {
+		dial = append(dial, redis.DialPassword(c.password))
+	}
+	if cfg := c.tlsFor(addr); cfg != nil {
+		// Not redis.DialUseTLS: redigo's handshake ignores the context
+		// (it waits up to DialTLSHandshakeTimeout, 10 s), where
+		// tls.Dialer's ends with it, within the node timeout.
+		dial = append(dial, redis.DialContextFunc((&tls.Dialer{Config: cfg}).DialContext))
+	}
+	p := NewPool(addr, append(dial, c.dialOptions...)...)
+	for _, fn := range c.pool {
+		fn(p)
+	}
+	if p.DialContext == nil {
+		_ = p.Close()
+		return nil, fmt.Errorf("%w: redigo: Dial: WithPool left Pool.DialContext nil for %s: the pool would dial without the caller's context, "+
+			"so a server that accepts no connection would stall every round; keep DialContext", core.ErrInvalidArgument, addr)
+	}
+	return p, nil
+}
+
+// ownedNode is a node that closes its pool, which Dial made and nobody
+// else holds. Embedding the node keeps its capabilities (core.Batcher,
+// core.Watcher) and its Pool method.
+type ownedNode struct {
+	*Node
+	close func() error
+	once  sync.Once
+}
+
+var (
+	_ core.Batcher = (*ownedNode)(nil)
+	_ core.Watcher = (*ownedNode)(nil)
+)
+
+// Close closes the pool; later calls do nothing and return nil.
+func (n *ownedNode) Close() error {
+	err := n.Node.Close()
+	n.once.Do(func() { err = errors.Join(err, n.close()) })
+	return err
+}
+
+// closer returns a function that closes nodes, each once.
+func closer(nodes []core.Node) func() error {
+	return func() error {
+		var errs []error
+		for _, n := range nodes {
+			errs = append(errs, n.Close())
+		}
+		return errors.Join(errs...)
+	}
+}

@@ -1,0 +1,282 @@
+package redigo_test
+
+import (
+	"context"
+	"crypto/tls"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/quorumlock/quorumlock/backends/redigo"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/leakwait"
+)
+
+// dialServer starts a redis-server for one test.
+func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
+	t.Helper()
+	redistest.RequireServer(t)
+	srv, err := redistest.StartServer(t.Context(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	return srv
+}
+
+// dialCtx is a context bounded for one step of a test.
+func dialCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// serverDo runs one command on a connection of the test's own to addr.
+func serverDo(ctx context.Context, addr string, cmd string, args ...any) (any, error) {
+	conn, err := redis.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return redis.DoContext(conn, ctx, cmd, args...)
+}
+
+// requireHeldEverywhere acquires fresh keys until one is held on every
+// server of addrs (a server just back may miss a round or two), releasing
+// each.
+func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
+	t.Helper()
+	ctx := dialCtx(t)
+	var held []string
+	for i := 0; ctx.Err() == nil; i++ {
+		key := t.Name() + ":" + strconv.Itoa(i)
+		lock, err := locker.Acquire(ctx, key)
+		require.NoError(t, err)
+		held = held[:0]
+		for _, a := range addrs {
+			if n, err := redis.Int(serverDo(ctx, a, "EXISTS", key)); err == nil && n == 1 {
+				held = append(held, a)
+			}
+		}
+		require.NoError(t, lock.Release(ctx))
+		if len(held) == len(addrs) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
+}
+
+// Dial does not wait for a server that is down: the other two are a
+// quorum, and the third node works once its server is up.
+func TestDialWithAServerDown(t *testing.T) {
+	t.Parallel()
+	port, err := redistest.FreePort()
+	require.NoError(t, err)
+	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port)}
+
+	begin := time.Now()
+	nodes, closeAll, err := redigo.Dial(addrs)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(begin), time.Second)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err, "two of three are a quorum")
+	require.NoError(t, lock.Release(dialCtx(t)))
+
+	dialServer(t, redistest.WithPort(port))
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// Dial does not wait for a server that is hung; its node works once the
+// server answers again.
+func TestDialWithAServerHung(t *testing.T) {
+	t.Parallel()
+	hung := dialServer(t)
+	addrs := []string{dialServer(t).Addr(), hung.Addr(), dialServer(t).Addr()}
+	require.NoError(t, hung.Pause())
+	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
+
+	resume := time.AfterFunc(2*time.Second, func() { _ = hung.Resume() })
+	begin := time.Now()
+	nodes, closeAll, err := redigo.Dial(addrs)
+	took := time.Since(begin)
+	require.True(t, resume.Stop(), "Dial returned before the hung server was resumed")
+	require.NoError(t, err)
+	assert.Less(t, took, time.Second)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err, "two of three are a quorum")
+	require.NoError(t, lock.Release(dialCtx(t)))
+
+	require.NoError(t, hung.Resume())
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// Every bad argument gets an error matching core.ErrInvalidArgument that
+// quotes it.
+func TestDialRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	addrs := []string{"127.0.0.1:7001", "127.0.0.1:7002"}
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		opts  []redigo.DialOption
+		want  string
+	}{
+		{"no addresses", []string{}, nil, "redigo: Dial: no addresses"},
+		{"empty address", []string{"127.0.0.1:7001", ""}, nil, `address 1 is empty ("")`},
+		{"no port", []string{"redis.internal"}, nil, `address "redis.internal" has no port`},
+		{"not host port", []string{"::1"}, nil, `address "::1" is not host:port (too many colons in address)`},
+		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7001\t"}, nil,
+			`address "127.0.0.1:7001" is given twice (addresses 0 and 2)`},
+		{"nil option", addrs, []redigo.DialOption{nil}, "option 0 is nil"},
+		{"nil function", addrs, []redigo.DialOption{redigo.WithPool(nil)}, "WithPool(nil)"},
+		{"unbounded", addrs, []redigo.DialOption{redigo.WithPool(func(p *redis.Pool) {
+			p.DialContext, p.Dial = nil, func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:7001") }
+		})}, "WithPool left Pool.DialContext nil for 127.0.0.1:7001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, closeAll, err := redigo.Dial(tc.addrs, tc.opts...)
+			t.Log(err)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Nil(t, nodes)
+			assert.Nil(t, closeAll)
+		})
+	}
+}
+
+// The options reach the pools, nodes are named by their addresses as
+// given, and closing a node closes its pool.
+func TestDialOptionsAndNames(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	nodes, closeAll, err := redigo.Dial([]string{" " + srv.Addr() + " "},
+		redigo.WithDialOptions(redis.DialDatabase(3)), redigo.WithPool(func(p *redis.Pool) { p.MaxActive = 5 }))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	require.Len(t, nodes, 1)
+	node := nodes[0]
+	assert.Equal(t, srv.Addr(), node.String())
+	assert.Implements(t, (*core.Batcher)(nil), node)
+	assert.Implements(t, (*core.Watcher)(nil), node)
+	pool := node.(interface{ Pool() redigo.Pool }).Pool().(*redis.Pool)
+	assert.Equal(t, 5, pool.MaxActive)
+	assert.Equal(t, 64, pool.MaxIdle, "NewPool's settings")
+
+	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	n, err := redis.Int(serverDo(dialCtx(t), srv.Addr(), "EXISTS", t.Name()))
+	require.NoError(t, err)
+	assert.Zero(t, n, "not in database 0")
+	conn, err := redis.DialContext(dialCtx(t), "tcp", srv.Addr(), redis.DialDatabase(3))
+	require.NoError(t, err)
+	defer conn.Close()
+	n, err = redis.Int(conn.Do("EXISTS", t.Name()))
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "in database 3, as WithDialOptions asked")
+
+	require.NoError(t, node.Close())
+	_, err = pool.GetContext(dialCtx(t))
+	assert.ErrorContains(t, err, "closed pool")
+
+	// TLS to a server that speaks none fails the handshake.
+	nodes, closeAllTLS, err := redigo.Dial([]string{srv.Addr()}, redigo.WithTLS(&tls.Config{InsecureSkipVerify: true}))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
+	require.Error(t, err, "a TLS handshake with a plain server fails or never ends")
+}
+
+// With TLS, a server that accepts connections and answers nothing costs a
+// call its context: the handshake runs within it.
+func TestDialTLSHandshakeWithinContext(t *testing.T) {
+	t.Parallel()
+	nodes, closeAll, err := redigo.Dial([]string{redistest.SilentAddr(t)}, redigo.WithTLS(nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
+	require.Error(t, err)
+	assert.Less(t, time.Since(begin), 2*time.Second, "bounded by the context, not the 10 s of DialTLSHandshakeTimeout")
+}
+
+// closeAll closes every pool, may be called again, also after the
+// Locker's Close, and leaves no goroutine behind.
+func TestDialCloseAll(t *testing.T) {
+	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), redistest.DeadAddr(t)}
+	ignore := goleak.IgnoreCurrent()
+
+	nodes, closeAll, err := redigo.Dial(addrs)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		_, _ = n.Eval(dialCtx(t), "return 1", nil, nil) // connect, or fail to
+	}
+	require.NoError(t, closeAll())
+	require.NoError(t, closeAll(), "idempotent")
+	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.ErrorContains(t, err, "closed pool")
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+
+	nodes, closeAll, err = redigo.Dial(addrs)
+	require.NoError(t, err)
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err)
+	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
+	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
+	require.NoError(t, closeAll(), "after the Locker's Close")
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+}
+
+// WithCredentials authenticates; without it, a server with a password
+// refuses the lock.
+func TestDialWithCredentials(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	// redistest checks a server with INFO, so the password is set after.
+	_, err := serverDo(dialCtx(t), srv.Addr(), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all")
+	require.NoError(t, err)
+	_, err = serverDo(dialCtx(t), srv.Addr(), "CONFIG", "SET", "requirepass", "s3cret")
+	require.NoError(t, err)
+
+	for name, opts := range map[string][]redigo.DialOption{
+		"password": {redigo.WithCredentials("", "s3cret")},
+		"acl user": {redigo.WithCredentials("locker", "pw")},
+		"none":     nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes, closeAll, err := redigo.Dial([]string{srv.Addr()}, opts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, closeAll()) })
+			locker, err := core.New(nodes, core.WithTries(2))
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+			lock, err := locker.Acquire(dialCtx(t), t.Name())
+			if name == "none" {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "NOAUTH")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(dialCtx(t)))
+		})
+	}
+}

@@ -1,0 +1,365 @@
+package rueidis_test
+
+import (
+	"context"
+	"crypto/tls"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/internal/leakwait"
+)
+
+// dialServer starts a redis-server for one test.
+func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
+	t.Helper()
+	redistest.RequireServer(t)
+	srv, err := redistest.StartServer(t.Context(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	return srv
+}
+
+// dialCtx is a context bounded for one step of a test.
+func dialCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// adminClient is a go-redis client of the test's own to addr.
+func adminClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// requireHeldEverywhere acquires fresh keys until one is held on every
+// server of addrs (a server just back may miss a round or two), releasing
+// each.
+func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
+	t.Helper()
+	ctx := dialCtx(t)
+	var held []string
+	for i := 0; ctx.Err() == nil; i++ {
+		key := t.Name() + ":" + strconv.Itoa(i)
+		lock, err := locker.Acquire(ctx, key)
+		require.NoError(t, err)
+		held = held[:0]
+		for _, a := range addrs {
+			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+			if n, err := c.Exists(ctx, key).Result(); err == nil && n == 1 {
+				held = append(held, a)
+			}
+			_ = c.Close()
+		}
+		require.NoError(t, lock.Release(ctx))
+		if len(held) == len(addrs) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
+}
+
+// Dial does not wait for a server that is down: the other two are a
+// quorum, and the third node works once its server is up.
+func TestDialWithAServerDown(t *testing.T) {
+	t.Parallel()
+	port, err := redistest.FreePort()
+	require.NoError(t, err)
+	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port)}
+
+	begin := time.Now()
+	nodes, closeAll, err := qlrueidis.Dial(addrs)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(begin), time.Second)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err, "two of three are a quorum")
+	require.NoError(t, lock.Release(dialCtx(t)))
+
+	dialServer(t, redistest.WithPort(port))
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// Dial does not wait for a server that is hung (rueidis would connect to
+// it for its dial timeout, 5 s): its node waits for the client within each
+// call's context, and works once the server answers again.
+func TestDialWithAServerHung(t *testing.T) {
+	t.Parallel()
+	hung := dialServer(t)
+	addrs := []string{dialServer(t).Addr(), hung.Addr(), dialServer(t).Addr()}
+	require.NoError(t, hung.Pause())
+	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
+
+	resume := time.AfterFunc(2*time.Second, func() { _ = hung.Resume() })
+	begin := time.Now()
+	nodes, closeAll, err := qlrueidis.Dial(addrs)
+	took := time.Since(begin)
+	require.True(t, resume.Stop(), "Dial returned before the hung server was resumed")
+	require.NoError(t, err)
+	assert.Less(t, took, time.Second)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	_, made := nodes[1].(*qlrueidis.Node)
+	assert.False(t, made, "the hung server's client is still connecting")
+	assert.Equal(t, hung.Addr(), nodes[1].String())
+	assert.Implements(t, (*core.Batcher)(nil), nodes[1])
+	assert.Implements(t, (*core.Watcher)(nil), nodes[1])
+	assert.False(t, nodes[1].(core.Sharded).Sharded())
+
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err, "two of three are a quorum")
+	require.NoError(t, lock.Release(dialCtx(t)))
+
+	require.NoError(t, hung.Resume())
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// A node whose client is still connecting fails a call when the call's
+// context ends, as a hung server's node does; closing it cuts the
+// connection attempt short instead of waiting for rueidis's dial timeout,
+// and leaves no goroutine behind.
+func TestDialCloseWhileConnecting(t *testing.T) {
+	live, silent := dialServer(t).Addr(), redistest.SilentAddr(t)
+	ignore := goleak.IgnoreCurrent()
+
+	nodes, closeAll, err := qlrueidis.Dial([]string{live, silent})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = nodes[1].Eval(ctx, "return 1", nil, nil)
+	took := time.Since(begin)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, core.KindContext, nodes[1].Classify(err))
+	assert.Less(t, took, time.Second)
+	batch := []core.Call{{Source: "return 1"}}
+	nodes[1].(core.Batcher).EvalBatch(ctx, batch)
+	require.ErrorIs(t, batch[0].Err, context.DeadlineExceeded)
+
+	begin = time.Now()
+	require.NoError(t, closeAll())
+	assert.Less(t, time.Since(begin), 2*time.Second, "not rueidis's 5 s dial timeout")
+	require.NoError(t, closeAll(), "idempotent")
+	_, err = nodes[1].Eval(dialCtx(t), "return 1", nil, nil)
+	require.ErrorIs(t, err, rueidis.ErrClosing)
+	assert.Equal(t, core.KindNodeFailure, nodes[1].Classify(err))
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+}
+
+// WithConnectWait sets how long Dial waits for a client to connect.
+func TestDialConnectWait(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	require.NoError(t, srv.Pause())
+	t.Cleanup(func() { assert.NoError(t, srv.Resume()) })
+	time.AfterFunc(200*time.Millisecond, func() { _ = srv.Resume() })
+	nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithConnectWait(4*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	require.IsType(t, (*qlrueidis.Node)(nil), nodes[0], "Dial waited for the client")
+
+	nodes, closeAll, err = qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithConnectWait(0))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	reply, err := nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.NoError(t, err, "a node Dial did not wait for works once its client is made")
+	assert.Equal(t, int64(1), reply)
+}
+
+// Every bad argument gets an error matching core.ErrInvalidArgument that
+// quotes it.
+func TestDialRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	addrs := []string{"127.0.0.1:7001", "127.0.0.1:7002"}
+	option := func(fn func(o *rueidis.ClientOption)) []qlrueidis.DialOption {
+		return []qlrueidis.DialOption{qlrueidis.WithClientOption(fn)}
+	}
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		opts  []qlrueidis.DialOption
+		want  string
+	}{
+		{"no addresses", nil, nil, "rueidis: Dial: no addresses"},
+		{"empty address", []string{" "}, nil, `address 0 is empty (" ")`},
+		{"no port", []string{"127.0.0.1:7001", "10.0.0.3"}, nil, `address "10.0.0.3" has no port`},
+		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
+		{"nil option", addrs, []qlrueidis.DialOption{nil}, "option 0 is nil"},
+		{"nil function", addrs, option(nil), "WithClientOption(nil)"},
+		{"negative wait", addrs, []qlrueidis.DialOption{qlrueidis.WithConnectWait(-time.Second)}, "WithConnectWait(-1s): the wait is negative"},
+		{"other address", addrs, option(func(o *rueidis.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }),
+			`changed ClientOption.InitAddress from ["127.0.0.1:7001"] to ["10.0.0.9:6379"]`},
+		{"not single", addrs, option(func(o *rueidis.ClientOption) { o.ForceSingleClient = false }), "turned ClientOption.ForceSingleClient off for 127.0.0.1:7001"},
+		{"single cluster", addrs, append(option(func(o *rueidis.ClientOption) { o.ForceSingleClient = true }), qlrueidis.WithCluster()),
+			"set ClientOption.ForceSingleClient"},
+		{"no pipelining", addrs, option(func(o *rueidis.ClientOption) { o.AlwaysPipelining = false }), "turned ClientOption.AlwaysPipelining off"},
+		{"multiplex", addrs, option(func(o *rueidis.ClientOption) { o.PipelineMultiplex = 2 }), "set ClientOption.PipelineMultiplex to 2"},
+		{"sentinel", addrs, option(func(o *rueidis.ClientOption) { o.Sentinel.MasterSet = "mymaster" }), "set ClientOption.Sentinel"},
+		{"replicas", addrs, option(func(o *rueidis.ClientOption) { o.Standalone.ReplicaAddress = []string{"127.0.0.1:7009"} }),
+			"set ClientOption.Standalone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, closeAll, err := qlrueidis.Dial(tc.addrs, tc.opts...)
+			t.Log(err)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Nil(t, nodes)
+			assert.Nil(t, closeAll)
+		})
+	}
+}
+
+// The options reach the clients, nodes are named by their addresses as
+// given, and closing a node closes its client.
+func TestDialOptionsAndNames(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr() + " "},
+		qlrueidis.WithClientOption(func(o *rueidis.ClientOption) { o.ClientName = "dial-test"; o.SelectDB = 3 }))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	node := nodes[0]
+	assert.Equal(t, srv.Addr(), node.String())
+	require.IsType(t, (*qlrueidis.Node)(nil), node)
+	assert.Implements(t, (*core.Batcher)(nil), node)
+	assert.Implements(t, (*core.Watcher)(nil), node)
+
+	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	admin := adminClient(t, srv.Addr())
+	assert.Contains(t, admin.ClientList(dialCtx(t)).Val(), "name=dial-test")
+	require.NoError(t, admin.Do(dialCtx(t), "SELECT", 3).Err())
+	assert.Equal(t, int64(1), admin.Exists(dialCtx(t), t.Name()).Val(), "in database 3")
+
+	require.NoError(t, node.Close())
+	c := node.(*qlrueidis.Node).Client().(rueidis.Client)
+	assert.ErrorIs(t, c.Do(dialCtx(t), c.B().Ping().Build()).Error(), rueidis.ErrClosing)
+
+	// TLS to a server that speaks none fails the handshake: the client
+	// comes back at once with ForceSingleClient, and its calls fail.
+	nodes, closeAllTLS, err := qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithTLS(&tls.Config{InsecureSkipVerify: true}))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
+	require.Error(t, err)
+}
+
+// With WithCluster, the addresses are the seeds of one cluster, one node;
+// over a server that is not a cluster member, Dial refuses.
+func TestDialCluster(t *testing.T) {
+	t.Parallel()
+	redistest.RequireServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cluster, err := redistest.StartCluster(ctx, 3)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cluster.Close()) })
+
+	seeds := []string{cluster.Addrs()[2], cluster.Addrs()[0]}
+	nodes, closeAll, err := qlrueidis.Dial(seeds, qlrueidis.WithCluster(), qlrueidis.WithConnectWait(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	require.Len(t, nodes, 1)
+	assert.Equal(t, "cluster:"+strings.Join(slices.Sorted(slices.Values(seeds)), ","), nodes[0].String())
+	assert.True(t, nodes[0].(core.Sharded).Sharded())
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	for _, key := range []string{"dial:a", "dial:b", "dial:c"} {
+		lock, err := locker.Acquire(dialCtx(t), key)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), cluster.Control().Exists(dialCtx(t), key).Val())
+		require.NoError(t, lock.Release(dialCtx(t)))
+	}
+
+	_, _, err = qlrueidis.Dial([]string{dialServer(t).Addr()}, qlrueidis.WithCluster(), qlrueidis.WithConnectWait(5*time.Second))
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "is not a Redis Cluster")
+}
+
+// closeAll closes every client, may be called again, also after the
+// Locker's Close, and leaves no goroutine behind.
+func TestDialCloseAll(t *testing.T) {
+	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), dialServer(t).Addr(), redistest.DeadAddr(t), redistest.SilentAddr(t)}
+	ignore := goleak.IgnoreCurrent()
+
+	nodes, closeAll, err := qlrueidis.Dial(addrs)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, _ = n.Eval(ctx, "return 1", nil, nil) // connect, or fail to
+		cancel()
+	}
+	require.NoError(t, closeAll())
+	require.NoError(t, closeAll(), "idempotent")
+	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.ErrorIs(t, err, rueidis.ErrClosing)
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+
+	nodes, closeAll, err = qlrueidis.Dial(addrs)
+	require.NoError(t, err)
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	require.NoError(t, err)
+	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
+	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
+	require.NoError(t, closeAll(), "after the Locker's Close")
+	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+}
+
+// WithCredentials authenticates; without it, a server with a password
+// refuses the lock.
+func TestDialWithCredentials(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	// redistest checks a server with INFO, so the password is set after.
+	admin := adminClient(t, srv.Addr())
+	require.NoError(t, admin.Do(dialCtx(t), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err())
+	require.NoError(t, admin.ConfigSet(dialCtx(t), "requirepass", "s3cret").Err())
+
+	for name, opts := range map[string][]qlrueidis.DialOption{
+		"password": {qlrueidis.WithCredentials("", "s3cret")},
+		"acl user": {qlrueidis.WithCredentials("locker", "pw")},
+		"none":     nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr()}, opts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, closeAll()) })
+			locker, err := core.New(nodes, core.WithTries(2))
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+			lock, err := locker.Acquire(dialCtx(t), t.Name())
+			if name == "none" {
+				require.Error(t, err)
+				assert.ErrorContains(t, err, "NOAUTH")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(dialCtx(t)))
+		})
+	}
+}
