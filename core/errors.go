@@ -69,9 +69,8 @@ type RestartGuardError struct {
 }
 
 func (e *RestartGuardError) Error() string {
-	return "quorumlock: node restarted recently (restart guard): its data is " + e.Age.String() +
-		" old; it votes from " + e.MinAge.String() + ", " + (e.MinAge - e.Age).String() +
-		" later (Locker.Adopt adopts a node known to hold no lock)"
+	return "quorumlock: node restarted recently (restart guard): data " + e.Age.String() +
+		" old, votes in " + (e.MinAge - e.Age).String() + " (at " + e.MinAge.String() + ")"
 }
 
 // Unwrap returns ErrNodeRestarted.

@@ -15,10 +15,10 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// The tests of this file are the rows of the README's table "Bad input
-// and the errors it gets" that concern core alone: each subtest is named
-// as the table's "test" column names it (TestReadmeBadInputTable checks
-// that every name there exists). Each checks the error's category with
+// The tests of this file are the rows of the table "Bad input and the
+// errors it gets" of docs/errors.md that concern core alone: each subtest
+// is named as the table's "test" column names it (TestReadmeBadInputTable
+// checks that every name there exists). Each checks the error's category with
 // errors.Is and the start of its message as the table shows it, and that
 // the call neither panics nor hangs.
 
@@ -498,11 +498,12 @@ func TestMisuseClosed(t *testing.T) {
 	})
 }
 
-// badInputTable is the README's table of bad input.
-var badInputTable = readmeTable{section: "## Bad input and the errors it gets", header: "| misuse |", cells: 3, prefix: "TestMisuse"}
+// badInputTable is the table of bad input of docs/errors.md, which the
+// README links to.
+var badInputTable = readmeTable{file: "docs/errors.md", section: "## Bad input and the errors it gets", header: "| misuse |", cells: 3, prefix: "TestMisuse"}
 
-// TestReadmeBadInputTable keeps the README's table of bad input and its
-// tests together: every test a row names (TestX, or TestX/sub for the
+// TestReadmeBadInputTable keeps the table of bad input (docs/errors.md)
+// and its tests together: every test a row names (TestX, or TestX/sub for the
 // subtest t.Run("sub", ...) of TestX) must exist in a _test.go file of the
 // repository, and every subtest of a TestMisuse... function must be named
 // by a row.

@@ -18,25 +18,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readmeTable is a table of the README whose last column names the tests
-// behind each row (TestX, or TestX/sub for the subtest t.Run("sub", ...)
-// of TestX).
+// readmeTable is a table of the documentation (a page under docs/, which
+// the README links to) whose last column names the tests behind each row
+// (TestX, or TestX/sub for the subtest t.Run("sub", ...) of TestX).
 type readmeTable struct {
-	section string // the heading of its section
+	file    string // the page, from the repository's root, such as "docs/errors.md"
+	section string // the heading of its section, such as "## Bad input and the errors it gets"
 	header  string // the start of its header row, such as "| misuse |"
 	cells   int    // cells in a row
 	prefix  string // every subtest of a test function so named must be named by a row
 }
 
-// check reads the table from the README and checks that every row names
-// a test, that every test named exists in a _test.go file of the
+// check reads the table from its page and checks that every row names a
+// test, that every test named exists in a _test.go file of the
 // repository, and that every subtest of a prefix... function is named; it
 // returns the rows' cells.
 func (rt readmeTable) check(t *testing.T) [][]string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(rt.file)))
 	require.NoError(t, err)
-	rows := rt.rows(t, string(readme))
+	rows := rt.rows(t, string(page))
 	tests := repositoryTests(t, "..")
 	listed := make(map[string]bool)
 	for _, row := range rows {
@@ -44,11 +45,11 @@ func (rt readmeTable) check(t *testing.T) [][]string {
 			listed[name] = true
 			parent, sub, _ := strings.Cut(name, "/")
 			subs, ok := tests[parent]
-			if !assert.True(t, ok, "the README names %s, but no _test.go file has func %s", name, parent) {
+			if !assert.True(t, ok, "%s names %s, but no _test.go file has func %s", rt.file, name, parent) {
 				continue
 			}
 			if sub != "" {
-				assert.True(t, subs[sub], "the README names %s, but %s has no subtest %q", name, parent, sub)
+				assert.True(t, subs[sub], "%s names %s, but %s has no subtest %q", rt.file, name, parent, sub)
 			}
 		}
 	}
@@ -57,29 +58,47 @@ func (rt readmeTable) check(t *testing.T) [][]string {
 			continue
 		}
 		assert.True(t, slices.ContainsFunc(slices.Collect(maps.Keys(listed)), func(n string) bool { return strings.HasPrefix(n, parent+"/") }),
-			"%s is not named in the README's table %q", parent, rt.section)
+			"%s is not named in the table %q of %s", parent, rt.section, rt.file)
 		for sub, direct := range subs {
 			if direct {
-				assert.True(t, listed[parent+"/"+sub], "%s/%s is not named in the README's table %q", parent, sub, rt.section)
+				assert.True(t, listed[parent+"/"+sub], "%s/%s is not named in the table %q of %s", parent, sub, rt.section, rt.file)
 			}
 		}
 	}
 	return rows
 }
 
-// rows returns the cells of the table's rows, each naming a test.
-func (rt readmeTable) rows(t *testing.T, readme string) [][]string {
+// rows returns the cells of the table's rows, each naming a test: the
+// rows of the section's tables (its subsections' included) whose header
+// starts with rt.header.
+func (rt readmeTable) rows(t *testing.T, page string) [][]string {
 	t.Helper()
-	start := strings.Index(readme, "\n"+rt.section+"\n")
-	require.GreaterOrEqual(t, start, 0, "the README has no section %q", rt.section)
-	section := readme[start+len(rt.section)+2:]
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
+	lines := strings.Split(page, "\n")
+	start := slices.Index(lines, rt.section)
+	require.GreaterOrEqual(t, start, 0, "%s has no section %q", rt.file, rt.section)
+	level := headingLevel(rt.section)
+	require.Positive(t, level, "the section %q is not a heading", rt.section)
 	var rows [][]string
-	for line := range strings.SplitSeq(section, "\n") {
-		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, rt.header) {
+	var fenced, inTable bool
+	for _, line := range lines[start+1:] {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if fenced {
 			continue
+		}
+		if l := headingLevel(line); l > 0 && l <= level {
+			break // the next section
+		}
+		switch {
+		case !strings.HasPrefix(line, "|"):
+			inTable = false
+			continue
+		case strings.HasPrefix(line, rt.header):
+			inTable = true
+			continue
+		case strings.Trim(line, "|-: ") == "", !inTable:
+			continue // the header's underline, or a row of another table
 		}
 		cells := strings.Split(strings.Trim(line, "| "), " | ")
 		require.Len(t, cells, rt.cells, "a row of %d cells: %s", rt.cells, line)
@@ -87,6 +106,16 @@ func (rt readmeTable) rows(t *testing.T, readme string) [][]string {
 		rows = append(rows, cells)
 	}
 	return rows
+}
+
+// headingLevel is the level of a Markdown heading line ("## Errors" is 2),
+// or 0 for any other line.
+func headingLevel(line string) int {
+	level := len(line) - len(strings.TrimLeft(line, "#"))
+	if level == 0 || level > 6 || !strings.HasPrefix(line[level:], " ") {
+		return 0
+	}
+	return level
 }
 
 var testName = regexp.MustCompile("`(Test[A-Za-z0-9_]+(?:/[^`]+)?)`")

@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// topologyTable is the README's table of topologies and client types.
-var topologyTable = readmeTable{section: "## Topologies and client types", header: "| client |", cells: 4, prefix: "TestTopology"}
+// topologyTable is the table of client types of docs/topologies.md, which
+// the README links to.
+var topologyTable = readmeTable{file: "docs/topologies.md", section: "## Client types", header: "| client |", cells: 4, prefix: "TestTopology"}
 
-// TestReadmeTopologyTable keeps the README's table of topologies and
-// client types and its tests together, as TestReadmeBadInputTable keeps
+// TestReadmeTopologyTable keeps the table of topologies and client types
+// (docs/topologies.md) and its tests together, as TestReadmeBadInputTable keeps
 // the table of bad input; and every row of a refused client type must
 // name a TestTopology... test.
 func TestReadmeTopologyTable(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
-// The subtests of TestMisuseFxmodule are rows of the README's table "Bad
-// input and the errors it gets" (TestReadmeBadInputTable, in core, checks
-// that each one named there exists).
+// The subtests of TestMisuseFxmodule are rows of the table "Bad input and
+// the errors it gets" of docs/errors.md (TestReadmeBadInputTable, in core,
+// checks that each one named there exists).
 
 // newFails calls fxmodule.New with cfg, checks that it made no Locker,
 // and returns its error.

@@ -1,8 +1,8 @@
 // Package misusetest holds the checks that the driver backends' TestMisuse
-// functions share: rows of the README's table "Bad input and the errors it
-// gets" that every driver meets alike (a server that is down, one that
-// never answers, a Redis Cluster member given as an independent master),
-// each run over the nodes of the driver under test.
+// functions share: rows of the table "Bad input and the errors it gets" of
+// docs/errors.md that every driver meets alike (a server that is down, one
+// that never answers, a Redis Cluster member given as an independent
+// master), each run over the nodes of the driver under test.
 package misusetest
 
 import (

@@ -194,14 +194,15 @@ func (m *middleware) release(r *http.Request, lock *core.Lock) {
 // refuse answers a request whose lock could not be taken or kept.
 func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, key string, err error) {
 	e := &Error{Status: http.StatusInternalServerError, Key: key, Err: err}
+	qe := (*core.QuorumError)(nil)
 	switch {
+	case errors.As(err, &qe) && qe.Reason == core.ErrNodeRestarted: // servers too young to vote yet
+		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
 	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrValidityExpired),
 		errors.Is(err, core.ErrClosed), r.Context().Err() != nil:
 		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
 	case errors.Is(err, core.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded):
 		e.Status, e.RetryAfter = m.c.busyStatus, m.c.retryAfter
-	case errors.Is(err, core.ErrNodeRestarted): // servers too young to vote yet
-		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))

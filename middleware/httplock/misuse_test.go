@@ -14,9 +14,9 @@ import (
 	"github.com/quorumlock/quorumlock/middleware/httplock"
 )
 
-// The subtests of TestMisuseHttplock are rows of the README's table "Bad
-// input and the errors it gets" (TestReadmeBadInputTable, in core, checks
-// that each one named there exists).
+// The subtests of TestMisuseHttplock are rows of the table "Bad input and
+// the errors it gets" of docs/errors.md (TestReadmeBadInputTable, in core,
+// checks that each one named there exists).
 
 func TestMisuseHttplock(t *testing.T) {
 	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)))

@@ -93,7 +93,7 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
-	if len(e.Nodes) > 0 && (e.Err != nil || l.o.allNodes) {
+	if len(e.Nodes) > 0 && (e.Err != nil && e.Kind != core.EventWait || l.o.allNodes) {
 		nodes := make([]slog.Attr, 0, len(e.Nodes))
 		for _, n := range e.Nodes {
 			node := []any{slog.String("outcome", n.Outcome.String()), slog.Duration("latency", n.Latency)}

@@ -163,5 +163,6 @@ func TestWaitForTheRestartGuard(t *testing.T) {
 		assert.Equal(t, "restarted", recs[0]["outcome"])
 		assert.Equal(t, float64(l.RestartGuard()+core.MinRetryDelay), recs[0]["duration"])
 		assert.Contains(t, recs[0]["error"], "node restarted recently")
+		assert.NotContains(t, recs[0], "nodes", "the error names them already")
 	})
 }

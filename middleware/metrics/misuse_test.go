@@ -12,9 +12,9 @@ import (
 	"github.com/quorumlock/quorumlock/middleware/metrics"
 )
 
-// The subtests of TestMisuseMetrics are rows of the README's table "Bad
-// input and the errors it gets" (TestReadmeBadInputTable, in core, checks
-// that each one named there exists).
+// The subtests of TestMisuseMetrics are rows of the table "Bad input and
+// the errors it gets" of docs/errors.md (TestReadmeBadInputTable, in core,
+// checks that each one named there exists).
 
 func TestMisuseMetrics(t *testing.T) {
 	refused := func(t *testing.T, msg string, opts ...metrics.Option) {
