@@ -6,7 +6,7 @@ GO       ?= go
 # its requirements reaches every user, see `make modules`); the others
 # require it through a replace to the checkout. benchmarks/ is a module
 # too, covered by bench-smoke.
-MODULES  ?= . middleware/metrics middleware/tracing examples
+MODULES  ?= . middleware/metrics middleware/tracing examples fxmodule
 # The root module's packages for vet, staticcheck and unit (the other
 # modules always run ./...), e.g. make unit MODULES=. PKGS=./core/...
 PKGS     ?= ./...

@@ -15,6 +15,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/quorumlock/quorumlock/fxmodule v0.0.0
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/dig v1.19.0 // indirect
@@ -25,3 +26,5 @@ require (
 )
 
 replace github.com/quorumlock/quorumlock => ../
+
+replace github.com/quorumlock/quorumlock/fxmodule => ../fxmodule

@@ -1,0 +1,25 @@
+module github.com/quorumlock/quorumlock/fxmodule
+
+go 1.25.0
+
+require (
+	github.com/gomodule/redigo v1.9.3
+	github.com/quorumlock/quorumlock v0.0.0
+	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/rueidis v1.0.79
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/fx v1.24.0
+	go.yaml.in/yaml/v3 v3.0.5
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/dig v1.19.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.26.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+replace github.com/quorumlock/quorumlock => ../
