@@ -36,11 +36,11 @@
 // lock key can be taken a second time, and a failover's promoted replica
 // may lack a lock the old master acknowledged. Dial one server per pool.
 //
-// A node cannot read the address a pool dials, so its default name is
-// "redigo:" and the pool's pointer. Give each node its address with
-// WithName ("host:port", as backends/goredis and backends/rueidis name a
-// server), so that errors and metrics name the server, and a server has
-// one name, and every process the same herald, whatever the driver.
+// A node is named after its server, "host:port", as backends/goredis and
+// backends/rueidis name one, so that errors and metrics name the server,
+// and a server has one name, and every process the same herald, whatever
+// the driver. Dial and NewPool know the address; a pool made otherwise
+// cannot say which server it dials, and New refuses it without WithName.
 //
 // # Contexts
 //

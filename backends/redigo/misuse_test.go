@@ -41,8 +41,8 @@ func TestMisuseRedigo(t *testing.T) {
 	})
 	t.Run("same_server_unnamed", func(t *testing.T) {
 		t.Parallel()
-		// A pool cannot tell the address it dials, so two unnamed nodes
-		// over one server look like two servers: nothing can refuse them.
+		// Unnamed nodes over NewPool's pools are named after the address
+		// they dial, so two over one server are refused.
 		pa, pb := redigo.NewPool("10.0.0.1:6379"), redigo.NewPool("10.0.0.1:6379")
 		defer pa.Close()
 		defer pb.Close()
@@ -50,8 +50,10 @@ func TestMisuseRedigo(t *testing.T) {
 		require.NoError(t, err)
 		b, err := redigo.New(pb)
 		require.NoError(t, err)
-		assert.NotEqual(t, a.String(), b.String())
-		// Named after their servers, they are refused.
+		assert.Equal(t, a.String(), b.String())
+		_, err = core.New([]core.Node{a, b})
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		// Named after their servers, they are refused alike.
 		_, err = core.New(misusetest.Nodes(t, factory, "10.0.0.1:6379", "10.0.0.1:6379"))
 		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
 			`quorumlock: invalid argument: nodes 0 and 1 are both "10.0.0.1:6379": one server counted twice breaks the quorum`)

@@ -1,12 +1,16 @@
 package redigo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -52,10 +56,11 @@ type option struct {
 func (o option) apply(c *config) { o.fn(c) }
 func (o option) String() string  { return o.name }
 
-// WithName names the node in errors, logs and metrics; core refuses two
-// nodes of one name in a Locker. A Node cannot learn the address a pool
-// dials, so name it whenever one Locker has several redigo nodes.
-// Default: "redigo:" followed by the pool's pointer, unique per pool.
+// WithName names the node in errors, logs and metrics, and orders it
+// among the Locker's nodes (every process must name a server alike); core
+// refuses two nodes of one name in a Locker.
+// Default: the address given to NewPool; New refuses an unnamed pool that
+// NewPool did not make, since it cannot tell which server the pool dials.
 func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
 }
@@ -77,18 +82,20 @@ func AllowUnboundedDial() Option {
 // are passed to redis.DialContext. Set the remaining fields (MaxActive,
 // Wait) on the result before use; the caller closes the pool.
 func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
-	return &redis.Pool{
+	p := &redis.Pool{
 		MaxIdle:     64,
 		IdleTimeout: 4 * time.Minute,
 		DialContext: func(ctx context.Context) (redis.Conn, error) {
 			return redis.DialContext(ctx, "tcp", addr, opts...)
 		},
 	}
+	remember(p, addr)
+	return p
 }
 
-// New returns a Node that runs the lock protocol through pool. A
-// *redis.Pool must have DialContext set (see NewPool and
-// AllowUnboundedDial).
+// New returns a Node that runs the lock protocol through pool, named as
+// WithName says. A *redis.Pool must have DialContext set (see NewPool and
+// AllowUnboundedDial). Errors match core.ErrInvalidArgument.
 func New(pool Pool, opts ...Option) (*Node, error) {
 	if nilness.IsNil(pool) {
 		return nil, fmt.Errorf("%w: redigo: pool is nil", core.ErrInvalidArgument)
@@ -99,19 +106,25 @@ func New(pool Pool, opts ...Option) (*Node, error) {
 			o.apply(&c)
 		}
 	}
+	p, _ := pool.(*redis.Pool)
 	name := c.name
 	if name == "" {
-		name = fmt.Sprintf("redigo:%p", pool)
+		name = addrOf(p)
 	}
-	if p, ok := pool.(*redis.Pool); ok {
+	if p != nil {
+		label := cmp.Or(name, "(unnamed)")
 		switch {
 		case p.Dial == nil && p.DialContext == nil:
-			return nil, fmt.Errorf("%w: redigo: pool %s has neither Dial nor DialContext", core.ErrInvalidArgument, name)
+			return nil, fmt.Errorf("%w: redigo: pool %s has neither Dial nor DialContext", core.ErrInvalidArgument, label)
 		case p.DialContext == nil && !c.allowUnbounded:
 			return nil, fmt.Errorf("%w: redigo: pool %s dials with Dial, which ignores contexts, so a server that accepts no connection "+
 				"would stall every round; set DialContext (redigo.NewPool does), or pass redigo.AllowUnboundedDial()",
-				core.ErrInvalidArgument, name)
+				core.ErrInvalidArgument, label)
 		}
+	}
+	if name == "" {
+		return nil, fmt.Errorf("%w: redigo: the pool does not say which server it reaches (it was not made by NewPool): "+
+			"name the node after it with WithName(\"host:port\"), the same in every process", core.ErrInvalidArgument)
 	}
 	return &Node{pool: pool, name: name}, nil
 }
@@ -219,4 +232,25 @@ func convert(reply any, err error) (any, error) {
 		return out, nil
 	}
 	return reply, nil
+}
+
+// pools maps each pool NewPool made, by weak pointer, to the address it
+// dials, so that New can name its node after the server without the
+// registry keeping the pool alive.
+var pools sync.Map // weak.Pointer[redis.Pool] → string
+
+func remember(p *redis.Pool, addr string) {
+	key := weak.Make(p)
+	pools.Store(key, addr)
+	runtime.AddCleanup(p, func(k weak.Pointer[redis.Pool]) { pools.Delete(k) }, key)
+}
+
+// addrOf returns the address of a pool NewPool made, or "".
+func addrOf(p *redis.Pool) string {
+	if p == nil {
+		return ""
+	}
+	addr, _ := pools.Load(weak.Make(p))
+	s, _ := addr.(string)
+	return s
 }

@@ -31,7 +31,10 @@ func TestNewRefusesBadPools(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "DialContext")
 
-	n, err := redigo.New(plain, redigo.AllowUnboundedDial())
+	_, err = redigo.New(plain, redigo.AllowUnboundedDial())
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "unnamed, and NewPool did not make it")
+	assert.Contains(t, err.Error(), `WithName("host:port")`)
+	n, err := redigo.New(plain, redigo.AllowUnboundedDial(), redigo.WithName("127.0.0.1:1"))
 	require.NoError(t, err)
 	assert.Same(t, plain, n.Pool())
 }
@@ -42,8 +45,8 @@ func TestNames(t *testing.T) {
 	require.NoError(t, err)
 	nb, err := redigo.New(b)
 	require.NoError(t, err)
-	assert.NotEqual(t, na.String(), nb.String(), "default names are unique per pool")
-	assert.Contains(t, na.String(), "redigo:")
+	assert.Equal(t, "127.0.0.1:1", na.String(), "named after the address NewPool dials")
+	assert.Equal(t, na.String(), nb.String(), "in every process alike")
 
 	named, err := redigo.New(a, redigo.WithName("eu-1"))
 	require.NoError(t, err)
