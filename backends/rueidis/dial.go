@@ -174,7 +174,7 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 // prepareDial checks Dial's arguments and returns the trimmed addresses
 // and the configuration the options give.
 func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := checkAddrs(addrs)
+	addrs, err := nodeutil.CheckAddrs("rueidis", addrs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,46 +191,8 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 	return addrs, &c, nil
 }
 
-// checkAddrs trims addrs and refuses a list that does not name distinct
-// servers as "host:port".
-func checkAddrs(addrs []string) ([]string, error) {
-	if len(addrs) == 0 {
-		return nil, fmt.Errorf(`%w: rueidis: Dial: no addresses: give one "host:port" per server`, core.ErrInvalidArgument)
-	}
-	out := make([]string, len(addrs))
-	seen := make(map[string]int, len(addrs))
-	for i, raw := range addrs {
-		a := strings.TrimSpace(raw)
-		if a == "" {
-			return nil, fmt.Errorf("%w: rueidis: Dial: address %d is empty (%q)", core.ErrInvalidArgument, i, raw)
-		}
-		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return nil, fmt.Errorf(`%w: rueidis: Dial: address %q %s: want "host:port", such as "10.0.0.1:6379"`, core.ErrInvalidArgument, raw, addrFault(err))
-		}
-		if j, dup := seen[a]; dup {
-			return nil, fmt.Errorf("%w: rueidis: Dial: address %q is given twice (addresses %d and %d): one server would count twice",
-				core.ErrInvalidArgument, a, j, i)
-		}
-		seen[a], out[i] = i, a
-	}
-	return out, nil
-}
-
-// addrFault says what is wrong with an address that net.SplitHostPort
-// refused (err), or whose port is empty (nil err).
-func addrFault(err error) string {
-	var ae *net.AddrError
-	if err == nil || errors.As(err, &ae) && ae.Err == "missing port in address" {
-		return "has no port"
-	}
-	if errors.As(err, &ae) {
-		return "is not host:port (" + ae.Err + ")"
-	}
-	return "is not host:port"
-}
-
 // nodeName names the node over addrs: a server by its address, a cluster
-// by its sorted seeds, as goredis names a cluster client.
+// by "cluster:" and its sorted seeds, as goredis names a cluster client.
 func nodeName(addrs []string, cluster bool) string {
 	if !cluster {
 		return addrs[0]
@@ -240,17 +202,7 @@ func nodeName(addrs []string, cluster bool) string {
 
 // tlsFor returns the TLS configuration of a client of addr, or nil.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	switch {
-	case c.tlsConfig != nil:
-		return c.tlsConfig.Clone()
-	case c.tls:
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.ServerName = host
-		}
-		return cfg
-	}
-	return nil
+	return nodeutil.TLSFor(c.tlsConfig, c.tls, addr)
 }
 
 // clientOptionFor returns the options of the client over addrs (one
