@@ -9,8 +9,11 @@ import (
 	"go.uber.org/goleak"
 )
 
-// DefaultGrace is enough for go-redis's once-a-second probe.
-const DefaultGrace = 3 * time.Second
+// DefaultGrace is enough for go-redis's once-a-second probe, and for the
+// connections that a rueidis cluster client's refresh dropped, which it
+// closes five seconds later in a goroutine of its own (Close does not
+// wait for it).
+const DefaultGrace = 6 * time.Second
 
 // Find polls goleak.Find until it reports no goroutine or grace has
 // passed, and returns its last report: nil when nothing outlived the grace.
