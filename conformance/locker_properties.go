@@ -397,10 +397,13 @@ func pausedNode(t *testing.T, h Harness, n int, s Strategy) {
 		return err
 	})
 	require.NoError(t, err, "one paused server must not prevent a quorum")
-	assert.Less(t, time.Since(start), 2*timeout+500*time.Millisecond, "a paused server may cost one node timeout, not a stall")
+	// The bound leaves room for a busy machine under -race (a CI run took
+	// 1.007 s over three clusters); a stall is a driver's dial timeout,
+	// seconds more.
+	assert.Less(t, time.Since(start), 3*timeout+time.Second, "a paused server may cost one node timeout, not a stall")
 	start = time.Now()
 	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { return lock.Release(ctx) }))
-	assert.Less(t, time.Since(start), 2*timeout+500*time.Millisecond, "release must not wait for the paused server")
+	assert.Less(t, time.Since(start), 3*timeout+time.Second, "release must not wait for the paused server")
 	require.NoError(t, servers.Resume(0))
 	resumed = true
 }
