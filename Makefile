@@ -1,6 +1,10 @@
 # quorumlock: the one test command is `make test`; CI runs it through .ci/run.
 
 GO       ?= go
+# Every module is checked on its own graph, as a user's build sees it: the
+# workspace (go.work) is for people in a checkout, so that
+# `go run ./examples/quickstart` works from the top directory.
+export GOWORK := off
 # The modules that vet, staticcheck, purity, unit and tidy cover, by
 # directory: "." is the library (the root go.mod, kept small: every one of
 # its requirements reaches every user, see `make modules`); the others
@@ -68,20 +72,21 @@ unit:
 	$(GO) test -race -count=1 -timeout 10m $(SAFETY)
 
 ## examples: run every program of examples/ (a module of its own) as a
-## user would (go run, on its embedded servers unless REDIS_ADDRS is set),
+## user in a checkout would, from the top directory through the workspace
+## (go run ./examples/NAME, on its embedded servers unless REDIS_ADDRS is set),
 ## each a few seconds; fails, naming them, if any exits non-zero.
 EXAMPLES := quickstart httpservice drivers strategies fxapp
 examples:
 	@failed=; for e in $(EXAMPLES); do \
-		echo "== cd examples && go run ./$$e"; \
-		(cd examples && $(GO) run ./$$e) || failed="$$failed $$e"; \
+		echo "== go run ./examples/$$e"; \
+		GOWORK= $(GO) run ./examples/$$e || failed="$$failed $$e"; \
 		echo; \
 	done; \
 	if [ -n "$$failed" ]; then echo "examples failed:$$failed" >&2; exit 1; fi
 
 ## quickstart: the README's first command.
 quickstart:
-	cd examples && $(GO) run ./quickstart
+	GOWORK= $(GO) run ./examples/quickstart
 
 ## bench: the micro-benchmarks of core and strategies, then lockbench
 ## (benchmarks/, a module of its own): quorumlock against redsync,

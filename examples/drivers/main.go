@@ -1,7 +1,7 @@
 // Drivers shows that a quorumlock lock is the same lock whichever Redis
 // client takes it:
 //
-//	cd examples && go run ./drivers
+//	go run ./examples/drivers
 //
 // It starts three in-process Redis servers (miniredis, reached over real
 // TCP) and builds, over the same three servers, one Locker per driver:
@@ -22,7 +22,7 @@
 //
 // To run it against your own independent Redis masters instead:
 //
-//	cd examples && REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./drivers
+//	REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/drivers
 //
 // It exits 0 when everything behaved as expected, and 1 otherwise.
 package main

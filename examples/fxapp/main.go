@@ -1,7 +1,7 @@
 // Fxapp shows quorumlock in a go.uber.org/fx application, through package
 // fxmodule:
 //
-//	cd examples && go run ./fxapp
+//	go run ./examples/fxapp
 //
 // The Locker's Config comes from QUORUMLOCK_... environment variables
 // (fxmodule.ConfigFromEnv; see its doc for the list). Every variable is
@@ -22,8 +22,8 @@
 //
 // Other configurations, for instance:
 //
-//	cd examples && QUORUMLOCK_DRIVER=goredis QUORUMLOCK_TTL=5s go run ./fxapp
-//	cd examples && QUORUMLOCK_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./fxapp
+//	QUORUMLOCK_TTL=5s go run ./examples/fxapp
+//	QUORUMLOCK_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/fxapp
 //
 // It exits 0 when everything behaved as expected, and 1 otherwise.
 package main

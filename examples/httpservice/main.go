@@ -2,7 +2,7 @@
 // for the same account are served one at a time, across every process that
 // shares the lock's Redis nodes.
 //
-//	cd examples && go run ./httpservice
+//	go run ./examples/httpservice
 //
 // It starts three in-process Redis servers (miniredis, reached over real
 // TCP through go-redis) and an HTTP server on a free loopback port. The
@@ -29,7 +29,7 @@
 //
 // To run it against your own independent Redis masters instead:
 //
-//	cd examples && REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./httpservice
+//	REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/httpservice
 //
 // It exits 0 when everything behaved as expected, and 1 otherwise.
 package main

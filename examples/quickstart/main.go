@@ -1,6 +1,6 @@
 // Quickstart shows quorumlock in a few seconds, with nothing to set up:
 //
-//	cd examples && go run ./quickstart
+//	go run ./examples/quickstart
 //
 // It starts five in-process Redis servers (miniredis, reached over real TCP
 // through go-redis), then: four workers contend for one key and each reports
@@ -11,7 +11,7 @@
 // To run it against your own independent Redis masters instead (any number
 // of them, not replicas of each other):
 //
-//	cd examples && REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./quickstart
+//	REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/quickstart
 //
 // Real servers are not stopped: to take a node "down" the program closes its
 // own connection to it. With N servers it takes down N - quorum of them, then

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,18 @@ func TestMain(m *testing.M) {
 func runQuickstart(t *testing.T, addrs []string) (string, error) {
 	t.Helper()
 	return demotest.Run(t, run, 20*time.Second, addrs, "the quickstart should take a second or two")
+}
+
+// The README shows the quickstart as a newcomer runs it, from the top of a
+// checkout, where the workspace brings this module in (make examples runs
+// that very command).
+func TestReadmeShowsQuickstart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(readme), "go run ./examples/quickstart")
+	work, err := os.ReadFile("../../go.work")
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^\s*\./examples$`, string(work), "the workspace uses the examples module")
 }
 
 // The README's first command must work on a machine with nothing set up.

@@ -1,7 +1,7 @@
 // Strategies compares the three quorum strategies of package strategies
 // (sequential, parallel, failfast) on five nodes, one of them slow:
 //
-//	cd examples && go run ./strategies
+//	go run ./examples/strategies
 //
 // It starts five in-process Redis servers (miniredis, reached over real
 // TCP through rueidis, whose calls return as soon as their context is
@@ -32,7 +32,7 @@
 // the slow node. To run it against your own independent Redis masters
 // (then no node is slowed, and the differences are your network's):
 //
-//	cd examples && REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./strategies
+//	REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/strategies
 //
 // It exits 0 when everything behaved as expected, and 1 otherwise.
 package main
