@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -100,10 +99,9 @@ func WithClusterOptions(fn func(*redis.ClusterOptions)) DialOption {
 // settings.
 //
 // Each node owns its client: closing the node, as core.Locker.Close does,
-// closes it. (A node is a *Node wrapped with that Close, keeping Client and
-// the core capabilities.) closeAll closes every node Dial returned; it is idempotent,
-// so it is safe after Locker.Close, and it is for when core.New fails or is
-// never called. go-redis connects on first use: Dial neither connects nor
+// closes it (each is a *Node made with CloseClient). closeAll closes every
+// node Dial returned; it is idempotent, so it is safe after Locker.Close,
+// and it is for when core.New fails or is never called. go-redis connects on first use: Dial neither connects nor
 // sends anything, so a server that is down or hung does not hold it up,
 // and its node works once the server is back.
 //
@@ -126,7 +124,7 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 			return nil, nil, err
 		}
 		nodes = []core.Node{node}
-		return nodes, closer(nodes), nil
+		return nodes, nodeutil.CloseAll(nodes), nil
 	}
 	all := make([]*redis.Options, len(addrs))
 	for i, a := range addrs {
@@ -137,12 +135,12 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 	for _, o := range all {
 		node, err := own(redis.NewClient(o))
 		if err != nil {
-			_ = closer(nodes)()
+			_ = nodeutil.CloseAll(nodes)()
 			return nil, nil, err
 		}
 		nodes = append(nodes, node)
 	}
-	return nodes, closer(nodes), nil
+	return nodes, nodeutil.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
@@ -216,48 +214,15 @@ func (c *dialConfig) clusterOptionsFor(addrs []string) (*redis.ClusterOptions, e
 	return o, nil
 }
 
-// own makes the node of a client Dial made, closing the client if New
-// refuses it.
+// own makes the node of a client Dial made, which closes the client;
+// it closes the client itself if New refuses it.
 func own(client interface {
 	Client
 	Close() error
 }) (core.Node, error) {
-	node, err := New(client)
+	node, err := New(client, CloseClient())
 	if err != nil {
 		return nil, errors.Join(err, client.Close())
 	}
-	return &ownedNode{Node: node, close: client.Close}, nil
-}
-
-// ownedNode is a node that closes its client, which Dial made and nobody
-// else holds. Embedding the node keeps its capabilities (core.Batcher,
-// core.Watcher, core.Sharded) and its Client method.
-type ownedNode struct {
-	*Node
-	close func() error
-	once  sync.Once
-}
-
-var (
-	_ core.Batcher = (*ownedNode)(nil)
-	_ core.Watcher = (*ownedNode)(nil)
-	_ core.Sharded = (*ownedNode)(nil)
-)
-
-// Close closes the client; later calls do nothing and return nil.
-func (n *ownedNode) Close() error {
-	err := n.Node.Close()
-	n.once.Do(func() { err = errors.Join(err, n.close()) })
-	return err
-}
-
-// closer returns a function that closes nodes, each once.
-func closer(nodes []core.Node) func() error {
-	return func() error {
-		var errs []error
-		for _, n := range nodes {
-			errs = append(errs, n.Close())
-		}
-		return errors.Join(errs...)
-	}
+	return node, nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,10 +27,13 @@ type Client interface {
 }
 
 // Node is a quorumlock node over a go-redis client: one independent Redis
-// master, or one Redis Cluster. It never closes the client.
+// master, or one Redis Cluster. It closes the client only when made with
+// CloseClient.
 type Node struct {
 	client Client
 	name   string
+	owned  bool        // CloseClient: Close closes the client
+	closed atomic.Bool // Close has closed the client
 }
 
 var _ core.Node = (*Node)(nil)
@@ -43,6 +47,7 @@ type Option interface {
 type config struct {
 	name             string
 	allowNoCtxBounds bool
+	owned            bool
 }
 
 type option struct {
@@ -61,6 +66,13 @@ func (o option) String() string  { return o.name }
 // gives it too.
 func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
+}
+
+// CloseClient makes Node.Close close the client (once): for a node that is
+// the client's only user, as Dial's are.
+// Default: the client belongs to the caller, who closes it.
+func CloseClient() Option {
+	return option{func(c *config) { c.owned = true }, "CloseClient()"}
 }
 
 // AllowUnboundedCalls accepts a client whose options leave
@@ -143,7 +155,7 @@ func New(client Client, opts ...Option) (*Node, error) {
 	if c.name != "" {
 		name = c.name
 	}
-	return &Node{client: client, name: name}, nil
+	return &Node{client: client, name: name, owned: c.owned}, nil
 }
 
 // describe names a client and reports whether its calls honour context
@@ -177,8 +189,15 @@ func (n *Node) Sharded() bool {
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 
-// Close does nothing: the client belongs to the caller, who closes it.
-func (n *Node) Close() error { return nil }
+// Close does nothing unless the node was made with CloseClient: the client
+// belongs to the caller, who closes it. With CloseClient, the first Close
+// closes the client, and later ones return nil.
+func (n *Node) Close() error {
+	if c, ok := n.client.(interface{ Close() error }); ok && n.owned && n.closed.CompareAndSwap(false, true) {
+		return c.Close()
+	}
+	return nil
+}
 
 // SetNX implements core.Node with SET key value PX ttl NX.
 func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {

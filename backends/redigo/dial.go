@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -83,10 +82,9 @@ func WithPool(fn func(*redis.Pool)) DialOption {
 // redigo has no Redis Cluster client.
 //
 // Each node owns its pool: closing the node, as core.Locker.Close does,
-// closes it. (A node is a *Node wrapped with that Close, keeping Pool and
-// the core capabilities.) closeAll closes every node Dial returned; it is idempotent,
-// so it is safe after Locker.Close, and it is for when core.New fails or is
-// never called. A pool connects on first use: Dial neither connects nor
+// closes it (each is a *Node made with CloseClient). closeAll closes every
+// node Dial returned; it is idempotent, so it is safe after Locker.Close,
+// and it is for when core.New fails or is never called. A pool connects on first use: Dial neither connects nor
 // sends anything, so a server that is down or hung does not hold it up,
 // and its node works once the server is back. Defaults: no
 // authentication, plain TCP, NewPool's settings.
@@ -115,13 +113,13 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		pools = append(pools, p)
 	}
 	for i, p := range pools {
-		node, err := New(p, WithName(addrs[i]))
+		node, err := New(p, WithName(addrs[i]), CloseClient())
 		if err != nil {
 			return fail(err)
 		}
-		nodes = append(nodes, &ownedNode{Node: node, close: p.Close})
+		nodes = append(nodes, node)
 	}
-	return nodes, closer(nodes), nil
+	return nodes, nodeutil.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
@@ -174,36 +172,4 @@ func (c *dialConfig) poolFor(addr string) (*redis.Pool, error) {
 			"so a server that accepts no connection would stall every round; keep DialContext", core.ErrInvalidArgument, addr)
 	}
 	return p, nil
-}
-
-// ownedNode is a node that closes its pool, which Dial made and nobody
-// else holds. Embedding the node keeps its capabilities (core.Batcher,
-// core.Watcher) and its Pool method.
-type ownedNode struct {
-	*Node
-	close func() error
-	once  sync.Once
-}
-
-var (
-	_ core.Batcher = (*ownedNode)(nil)
-	_ core.Watcher = (*ownedNode)(nil)
-)
-
-// Close closes the pool; later calls do nothing and return nil.
-func (n *ownedNode) Close() error {
-	err := n.Node.Close()
-	n.once.Do(func() { err = errors.Join(err, n.close()) })
-	return err
-}
-
-// closer returns a function that closes nodes, each once.
-func closer(nodes []core.Node) func() error {
-	return func() error {
-		var errs []error
-		for _, n := range nodes {
-			errs = append(errs, n.Close())
-		}
-		return errors.Join(errs...)
-	}
 }

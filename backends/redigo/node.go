@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -29,10 +30,12 @@ type Pool interface {
 // Node is a quorumlock node over a redigo pool: one independent Redis
 // master. It borrows a connection for each operation and returns it at
 // once; a connection that failed is discarded by the pool, never reused.
-// It never closes the pool.
+// It closes the pool only when made with CloseClient.
 type Node struct {
-	pool Pool
-	name string
+	pool   Pool
+	name   string
+	owned  bool        // CloseClient: Close closes the pool
+	closed atomic.Bool // Close has closed the pool
 }
 
 var _ core.Node = (*Node)(nil)
@@ -46,6 +49,7 @@ type Option interface {
 type config struct {
 	name           string
 	allowUnbounded bool
+	owned          bool
 }
 
 type option struct {
@@ -63,6 +67,13 @@ func (o option) String() string  { return o.name }
 // NewPool did not make, since it cannot tell which server the pool dials.
 func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
+}
+
+// CloseClient makes Node.Close close the pool (once): for a node that is
+// the pool's only user, as Dial's are.
+// Default: the pool belongs to the caller, who closes it.
+func CloseClient() Option {
+	return option{func(c *config) { c.owned = true }, "CloseClient()"}
 }
 
 // AllowUnboundedDial accepts a *redis.Pool that has Dial but no
@@ -126,7 +137,7 @@ func New(pool Pool, opts ...Option) (*Node, error) {
 		return nil, fmt.Errorf("%w: redigo: the pool does not say which server it reaches (it was not made by NewPool): "+
 			"name the node after it with WithName(\"host:port\"), the same in every process", core.ErrInvalidArgument)
 	}
-	return &Node{pool: pool, name: name}, nil
+	return &Node{pool: pool, name: name, owned: c.owned}, nil
 }
 
 // Pool returns the pool the node was built with.
@@ -135,8 +146,15 @@ func (n *Node) Pool() Pool { return n.pool }
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 
-// Close does nothing: the pool belongs to the caller, who closes it.
-func (n *Node) Close() error { return nil }
+// Close does nothing unless the node was made with CloseClient: the pool
+// belongs to the caller, who closes it. With CloseClient, the first Close
+// closes the pool, and later ones return nil.
+func (n *Node) Close() error {
+	if c, ok := n.pool.(interface{ Close() error }); ok && n.owned && n.closed.CompareAndSwap(false, true) {
+		return c.Close()
+	}
+	return nil
+}
 
 // do runs one command on a connection borrowed for it. A cancelled context
 // sends nothing. The connection goes back to the pool, which drops it if

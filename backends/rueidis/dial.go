@@ -165,10 +165,10 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		nodes = append(nodes, node)
 	}
 	if len(errs) > 0 {
-		_ = closer(nodes)()
+		_ = nodeutil.CloseAll(nodes)()
 		return nil, nil, errors.Join(errs...)
 	}
-	return nodes, closer(nodes), nil
+	return nodes, nodeutil.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
@@ -248,17 +248,6 @@ func optionFault(o *rueidis.ClientOption, addrs []string, cluster bool) string {
 		return "set ClientOption.Standalone (replicas or redirects): the client would send commands to other servers than its primary; " + dialAdvice
 	}
 	return ""
-}
-
-// closer returns a function that closes nodes, each once.
-func closer(nodes []core.Node) func() error {
-	return func() error {
-		var errs []error
-		for _, n := range nodes {
-			errs = append(errs, n.Close())
-		}
-		return errors.Join(errs...)
-	}
 }
 
 // build is one rueidis.NewClient running on a goroutine of its own, and

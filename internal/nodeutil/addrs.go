@@ -67,3 +67,15 @@ func TLSFor(cfg *tls.Config, on bool, addr string) *tls.Config {
 	}
 	return nil
 }
+
+// CloseAll returns a function that closes nodes (each a node that closes
+// its own client once), joining their errors: Dial's closeAll.
+func CloseAll(nodes []core.Node) func() error {
+	return func() error {
+		var errs []error
+		for _, n := range nodes {
+			errs = append(errs, n.Close())
+		}
+		return errors.Join(errs...)
+	}
+}
