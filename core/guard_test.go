@@ -352,6 +352,25 @@ func TestRestartGuardWait(t *testing.T) {
 		})
 	})
 
+	t.Run("Close ends the wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, events := setup(t)
+			done := make(chan error, 1)
+			go func() {
+				_, err := l.Acquire(t.Context(), "k")
+				done <- err
+			}()
+			synctest.Wait() // waiting for the young nodes
+			require.Len(t, *events, 1)
+			start := time.Now()
+			require.NoError(t, l.Close())
+			err := <-done
+			require.ErrorIs(t, err, core.ErrClosed)
+			assert.ErrorIs(t, err, core.ErrNodeRestarted, "with the round that found them young")
+			assert.Zero(t, time.Since(start), "at once, not after the wait")
+		})
+	})
+
 	t.Run("TryAcquire does not wait", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, events := setup(t)

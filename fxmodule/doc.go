@@ -81,9 +81,9 @@
 // The clients the module builds from Config are its own: no one else can
 // reach them, and closing the Locker closes them. Nodes the app
 // contributes are closed with the Locker too (core.New takes ownership of
-// its nodes), but the goredis, redigo and rueidis nodes never close the
-// client they were built around (rueidis's unless made with CloseClient):
-// the app's clients stay open, for the app to close.
+// its nodes), but the goredis, redigo and rueidis nodes close the client
+// they were built around only when made with CloseClient: the app's
+// clients stay open, for the app to close.
 //
 // # Without fx
 //
