@@ -18,7 +18,7 @@ PKGS     ?= ./...
 TOOLS_MODFILE := $(CURDIR)/internal/tools/go.mod
 # Packages that must stay free of drivers and heavy dependencies.
 PURE     := ./core/... ./strategies/...
-DRIVERS  := go-redis|redigo|rueidis|go\.uber\.org/fx|miniredis
+DRIVERS  := go-redis|redigo|rueidis|valkey-io|go\.uber\.org/fx|miniredis
 FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // ClusterServers is implemented by the Servers of a harness whose every
@@ -162,13 +163,13 @@ func oneSlotPerLock(t *testing.T, h Harness) {
 			require.GreaterOrEqual(t, len(calls), 3, "acquire, extend and release each call the node")
 			server, err := s.KeySlot(ctx, 0, prefix+k)
 			require.NoError(t, err)
-			require.Equal(t, server, core.HashSlot(prefix+k), "core.HashSlot(%q) disagrees with CLUSTER KEYSLOT", prefix+k)
+			require.Equal(t, server, driver.HashSlot(prefix+k), "driver.HashSlot(%q) disagrees with CLUSTER KEYSLOT", prefix+k)
 			for _, keys := range calls {
-				if len(keys) == 1 && keys[0] == core.IdentityKey {
+				if len(keys) == 1 && keys[0] == driver.IdentityKey {
 					continue // the cluster's identity, asked in a call of its own
 				}
 				for _, ck := range keys {
-					assert.Equal(t, server, core.HashSlot(ck), "lock %q touched key %q in another slot", prefix+k, ck)
+					assert.Equal(t, server, driver.HashSlot(ck), "lock %q touched key %q in another slot", prefix+k, ck)
 				}
 			}
 		}
@@ -302,7 +303,7 @@ func killedMasterInOneOfThree(t *testing.T, h Harness) {
 }
 
 // killedIdentityMaster kills the master that holds the cluster's identity
-// (core.IdentityKey's slot) once the Locker knows the cluster: the keys of
+// (driver.IdentityKey's slot) once the Locker knows the cluster: the keys of
 // the other masters keep working, failures on the dead master's slots
 // included, since a cluster's failures do not make core ask its identity
 // again.
@@ -310,7 +311,7 @@ func killedIdentityMaster(t *testing.T, h Harness) {
 	s := clusterServers(t, h.Isolated(t, 1))
 	l := newLocker(t, s.Nodes(t), Strategies()[0], core.WithTries(2))
 	ctx := t.Context()
-	m, err := s.MasterOf(ctx, 0, core.IdentityKey)
+	m, err := s.MasterOf(ctx, 0, driver.IdentityKey)
 	require.NoError(t, err)
 	byMaster := keysByMaster(t, s, 0, key(t), 1)
 	live := byMaster[(m+1)%len(byMaster)][0]
@@ -337,9 +338,9 @@ func returnsWithinLock(t *testing.T, fn func() (*core.Lock, error)) (*core.Lock,
 	return lock, err
 }
 
-// Sharded forwards core.Sharded, so that the restart guard sees the node
+// Sharded forwards driver.Sharded, so that the restart guard sees the node
 // it wraps as it is.
 func (r *slotRecorder) Sharded() bool {
-	s, ok := r.Node.(core.Sharded)
+	s, ok := r.Node.(driver.Sharded)
 	return ok && s.Sharded()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // Driver is one way of reaching a harness's servers, for RunCrossDriver.
@@ -64,7 +65,7 @@ func crossDriver(t *testing.T, s Servers, a, b Driver) {
 
 	// A wrong value through B neither extends nor releases.
 	for i, n := range bNodes {
-		for _, sc := range []*core.Script{core.ScriptExtend, core.ScriptRelease} {
+		for _, sc := range []driver.Script{driver.ScriptExtend, driver.ScriptRelease} {
 			reply, err := runScript(ctx, n, sc, []string{k}, []string{"not-" + lock.Value(), "60000"})
 			require.NoError(t, err, "%s on node %d", sc.Name(), i)
 			assert.Equal(t, int64(0), reply, "%s with a wrong value on node %d", sc.Name(), i)
@@ -74,7 +75,7 @@ func crossDriver(t *testing.T, s Servers, a, b Driver) {
 	// Extended through B: every server's TTL is raised past the Locker's.
 	const longer = time.Minute
 	for i, n := range bNodes {
-		reply, err := runScript(ctx, n, core.ScriptExtend, []string{k}, []string{lock.Value(), fmt.Sprint(longer.Milliseconds())})
+		reply, err := runScript(ctx, n, driver.ScriptExtend, []string{k}, []string{lock.Value(), fmt.Sprint(longer.Milliseconds())})
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), reply, "extend through %s on node %d", b.Name, i)
 		v, ttl, ok, err := s.Get(ctx, i, k)
@@ -87,7 +88,7 @@ func crossDriver(t *testing.T, s Servers, a, b Driver) {
 
 	// Released through B: the keys are gone and A's Lock finds it lost.
 	for i, n := range bNodes {
-		reply, err := runScript(ctx, n, core.ScriptRelease, []string{k}, []string{lock.Value()})
+		reply, err := runScript(ctx, n, driver.ScriptRelease, []string{k}, []string{lock.Value()})
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), reply, "release through %s on node %d", b.Name, i)
 	}
@@ -106,9 +107,9 @@ func crossDriver(t *testing.T, s Servers, a, b Driver) {
 
 // runScript runs a protocol script on n as core does: by SHA, then by
 // source when the server does not have it.
-func runScript(ctx context.Context, n core.Node, s *core.Script, keys, args []string) (any, error) {
+func runScript(ctx context.Context, n core.Node, s driver.Script, keys, args []string) (any, error) {
 	reply, err := n.EvalSHA(ctx, s.SHA(), keys, args)
-	if err != nil && n.Classify(err) == core.KindNoScript {
+	if err != nil && n.Classify(err) == driver.KindNoScript {
 		reply, err = n.Eval(ctx, s.Source(), keys, args)
 	}
 	return reply, err

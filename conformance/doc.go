@@ -56,16 +56,16 @@
 // must strictly increase; and, over clusters when the harness has them,
 // tokens per key (with and without hash tags) strictly increase through
 // several Lockers, one after another and concurrently, with the counter
-// (core.FenceKey) on the servers at the last token.
+// (driver.FenceKey) on the servers at the last token.
 //
 // Cluster runs when the harness's servers are Redis Clusters
 // (ClusterServers; redistest.ClusterHarness starts real 3-master ones):
 // locks on keys over every master, every key of one lock in one hash slot
-// (core.HashSlot checked against CLUSTER KEYSLOT, with hash tags in keys and
+// (driver.HashSlot checked against CLUSTER KEYSLOT, with hash tags in keys and
 // key prefixes), a master killed while locks are held and taken (the outage
 // error, promptly, and the other masters unaffected), a master killed in
 // one of three independent clusters (the other two still make a quorum),
-// and the master that holds the cluster's identity (core.IdentityKey)
+// and the master that holds the cluster's identity (driver.IdentityKey)
 // killed (the other masters unaffected).
 //
 // RunCrossDriver checks that drivers agree on the wire: a lock taken through

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // runFencing checks fencing tokens (core.WithFencing) on real servers.
@@ -148,7 +149,7 @@ func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
 // fencingPerKey takes fenced locks through several Lockers over three
 // shared servers (three clusters, with a cluster harness), for keys with
 // and without hash tags, one after another and concurrently: each key's
-// tokens strictly increase, and its counter (core.FenceKey) sits on the
+// tokens strictly increase, and its counter (driver.FenceKey) sits on the
 // servers, in the key's slot, never expiring, at the last token.
 func fencingPerKey(t *testing.T, h Harness) {
 	servers := h.Shared(t, 3)
@@ -162,7 +163,7 @@ func fencingPerKey(t *testing.T, h Harness) {
 	counters := make([]string, len(keys))
 	for j, k := range keys {
 		var ok bool
-		counters[j], ok = core.FenceKey(k)
+		counters[j], ok = driver.FenceKey(k)
 		require.True(t, ok, "key %q has a fencing counter", k)
 		if cluster {
 			for i := range servers.Len() {

@@ -16,6 +16,7 @@ import (
 	"github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -124,7 +125,7 @@ func TestOneServerOneVoteOnRealServers(t *testing.T) {
 			require.True(t, errors.As(err, &qe))
 			assert.Equal(t, []core.Outcome{core.OutcomeOK, core.OutcomeFailed, core.OutcomeFailed},
 				[]core.Outcome{qe.Nodes[0].Outcome, qe.Nodes[1].Outcome, qe.Nodes[2].Outcome})
-			assert.Equal(t, getKey(t, srv[0], core.IdentityKey), dup.Identity, "the identity the server keeps")
+			assert.Equal(t, getKey(t, srv[0], driver.IdentityKey), dup.Identity, "the identity the server keeps")
 
 			require.NoError(t, srv[1].Restart(ctx)) // with the lock's key
 			require.NoError(t, lock.Release(ctx), "the first name and the second server are a quorum")
@@ -155,7 +156,7 @@ func TestOneServerOneVoteAfterSilentRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, lock.Extend(ctx), "the duplicate is found; the others are a quorum")
 	require.NoError(t, lock.Release(ctx))
-	before := getKey(t, srv[0], core.IdentityKey)
+	before := getKey(t, srv[0], driver.IdentityKey)
 
 	require.NoError(t, srv[0].Restart(ctx)) // empty: no identity, no keys
 	lock, err = l.TryAcquire(ctx, "k")
@@ -165,7 +166,7 @@ func TestOneServerOneVoteAfterSilentRestart(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrUnavailable, "one server must not keep the lock alone")
 	var dup *core.DuplicateNodeError
 	require.True(t, errors.As(err, &dup))
-	assert.Equal(t, core.DuplicateNodeError{Node: localhost(srv[0].Addr()), Other: srv[0].Addr(), Identity: getKey(t, srv[0], core.IdentityKey)}, *dup)
+	assert.Equal(t, core.DuplicateNodeError{Node: localhost(srv[0].Addr()), Other: srv[0].Addr(), Identity: getKey(t, srv[0], driver.IdentityKey)}, *dup)
 	assert.NotEqual(t, before, dup.Identity, "a new identity")
 	require.NoError(t, srv[1].Restart(ctx))
 	require.NoError(t, lock.Release(ctx))

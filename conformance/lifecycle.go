@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/internal/countnode"
 	"github.com/quorumlock/quorumlock/strategies"
 )
@@ -227,7 +228,7 @@ func wakeOnRelease(t *testing.T, h Harness) {
 	watchers := true
 	counts := make([]*countnode.Counts, len(nodes))
 	for i, n := range nodes {
-		if _, ok := n.(core.Watcher); !ok {
+		if _, ok := n.(driver.Watcher); !ok {
 			watchers = false
 		}
 		nodes[i], counts[i] = countnode.Wrap(n)
@@ -237,7 +238,7 @@ func wakeOnRelease(t *testing.T, h Harness) {
 		// Polling only: the waiter acquires after its delay.
 		delay, rounds = 500*time.Millisecond, 1
 	}
-	t.Logf("every node a core.Watcher: %t", watchers)
+	t.Logf("every node a driver.Watcher: %t", watchers)
 	waiter := newLocker(t, nodes, parallel, core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithTries(100))
 
 	type result struct {

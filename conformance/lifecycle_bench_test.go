@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/internal/countnode"
 )
 
@@ -96,7 +97,7 @@ func benchHandoff(b *testing.B, factory redistest.NodeFactory, addrs []string, w
 	for i := range sides {
 		nodes, counts := countedNodes(b, factory, addrs)
 		for _, n := range nodes {
-			if _, ok := n.(core.Watcher); !ok {
+			if _, ok := n.(driver.Watcher); !ok {
 				watchers = false
 			}
 		}
@@ -178,7 +179,7 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 // BenchmarkKeepAlive10k holds 10,000 kept-alive locks on distinct keys
 // over three servers and measures, over about three seconds of holding:
 // the requests each node receives per renewal tick (one when the node is a
-// core.Batcher and every due lock goes in one batch), the goroutines
+// driver.Batcher and every due lock goes in one batch), the goroutines
 // running, and the heap per held lock. Every lock must still be valid at
 // the end. It runs once per driver whatever b.N is; the point is the
 // reported metrics, not ns/op.

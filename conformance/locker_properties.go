@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // runLockerProperties checks a Locker over n nodes of the backend.
@@ -293,7 +293,7 @@ func (c cancelAfterSet) SetNX(ctx context.Context, key, value string, ttl time.D
 
 func (c cancelAfterSet) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	reply, err := c.Node.EvalSHA(ctx, sha, keys, args)
-	if nodeutil.IsAcquisition(sha, "") {
+	if driver.IsAcquisition(sha, "") {
 		c.cancel()
 	}
 	return reply, err
@@ -301,7 +301,7 @@ func (c cancelAfterSet) EvalSHA(ctx context.Context, sha string, keys, args []st
 
 func (c cancelAfterSet) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	reply, err := c.Node.Eval(ctx, script, keys, args)
-	if nodeutil.IsAcquisition("", script) {
+	if driver.IsAcquisition("", script) {
 		c.cancel()
 	}
 	return reply, err
@@ -426,9 +426,9 @@ func restartedNode(t *testing.T, h Harness, n int, s Strategy) {
 	assert.Equal(t, repeat("", n), valuesOf(t, servers, lock.Key()))
 }
 
-// Sharded forwards core.Sharded, so that the restart guard sees the node
+// Sharded forwards driver.Sharded, so that the restart guard sees the node
 // it wraps as it is.
 func (c cancelAfterSet) Sharded() bool {
-	s, ok := c.Node.(core.Sharded)
+	s, ok := c.Node.(driver.Sharded)
 	return ok && s.Sharded()
 }

@@ -12,28 +12,29 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// The checks of the optional node capabilities (core.Batcher,
-// core.Watcher). A node without the capability passes them: core falls
+// The checks of the optional node capabilities (driver.Batcher,
+// driver.Watcher). A node without the capability passes them: core falls
 // back to plain Node calls. They log instead of skipping, so that a run
 // under CI=true, where nothing may be skipped, still passes for backends
 // that lack one.
 
-func batcherOf(t *testing.T, n core.Node) (core.Batcher, bool) {
+func batcherOf(t *testing.T, n core.Node) (driver.Batcher, bool) {
 	t.Helper()
-	b, ok := n.(core.Batcher)
+	b, ok := n.(driver.Batcher)
 	if !ok {
-		t.Logf("%T does not implement core.Batcher: nothing to check", n)
+		t.Logf("%T does not implement driver.Batcher: nothing to check", n)
 	}
 	return b, ok
 }
 
-func watcherOf(t *testing.T, n core.Node) (core.Watcher, bool) {
+func watcherOf(t *testing.T, n core.Node) (driver.Watcher, bool) {
 	t.Helper()
-	w, ok := n.(core.Watcher)
+	w, ok := n.(driver.Watcher)
 	if !ok {
-		t.Logf("%T does not implement core.Watcher: nothing to check", n)
+		t.Logf("%T does not implement driver.Watcher: nothing to check", n)
 	}
 	return w, ok
 }
@@ -67,20 +68,20 @@ func batch(t *testing.T, h Harness) {
 	require.NoError(t, s.Set(ctx, 0, theirs, "theirs", time.Minute))
 	// Load the scripts run by SHA, on the very keys (a Redis Cluster
 	// caches scripts per master), with a value that changes nothing.
-	for k, sc := range map[string]*core.Script{releaseSHA: core.ScriptRelease, theirs: core.ScriptRelease, extendSHA: core.ScriptExtend} {
+	for k, sc := range map[string]driver.Script{releaseSHA: driver.ScriptRelease, theirs: driver.ScriptRelease, extendSHA: driver.ScriptExtend} {
 		r, err := n.Eval(ctx, sc.Source(), []string{k}, []string{"nobody", "60000"})
 		require.NoError(t, err)
 		require.Equal(t, int64(0), r)
 	}
 
-	calls := []core.Call{
-		{Source: core.ScriptExtend.Source(), Keys: []string{extendEval}, Args: []string{"mine", "60000"}},
-		{Source: core.ScriptRelease.Source(), Keys: []string{releaseEval}, Args: []string{"mine"}},
+	calls := []driver.Call{
+		{Source: driver.ScriptExtend.Source(), Keys: []string{extendEval}, Args: []string{"mine", "60000"}},
+		{Source: driver.ScriptRelease.Source(), Keys: []string{releaseEval}, Args: []string{"mine"}},
 		{SHA: unknownSHA(t), Keys: []string{base + ":noscript"}, Args: []string{"x"}},
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{releaseSHA}, Args: []string{"mine"}},
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{theirs}, Args: []string{"mine"}},
-		{SHA: core.ScriptExtend.SHA(), Keys: []string{extendSHA}, Args: []string{"mine", "60000"}},
-		{Source: core.ScriptExtend.Source(), Keys: []string{base + ":missing"}, Args: []string{"mine", "60000"}},
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{releaseSHA}, Args: []string{"mine"}},
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{theirs}, Args: []string{"mine"}},
+		{SHA: driver.ScriptExtend.SHA(), Keys: []string{extendSHA}, Args: []string{"mine", "60000"}},
+		{Source: driver.ScriptExtend.Source(), Keys: []string{base + ":missing"}, Args: []string{"mine", "60000"}},
 	}
 	want := []any{int64(1), int64(1), nil, int64(1), int64(0), int64(1), int64(0)}
 	done := make(chan struct{})
@@ -96,7 +97,7 @@ func batch(t *testing.T, h Harness) {
 	for i, c := range calls {
 		if i == 2 {
 			require.Error(t, c.Err, "EVALSHA of an unknown SHA")
-			assert.Equal(t, core.KindNoScript, n.Classify(c.Err), "NOSCRIPT in a batch must be classified as for EvalSHA: %v", c.Err)
+			assert.Equal(t, driver.KindNoScript, n.Classify(c.Err), "NOSCRIPT in a batch must be classified as for EvalSHA: %v", c.Err)
 			assert.Nil(t, c.Reply)
 			continue
 		}
@@ -122,13 +123,13 @@ func batch(t *testing.T, h Harness) {
 	assert.False(t, found, "extending a missing key must not create it")
 
 	// Many calls: each reply lands in its own call, in order.
-	many := make([]core.Call, 64)
+	many := make([]driver.Call, 64)
 	for i := range many {
 		k := fmt.Sprintf("%s:many:%d", base, i)
 		if i%3 == 0 {
 			require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
 		}
-		many[i] = core.Call{SHA: core.ScriptExtend.SHA(), Source: core.ScriptExtend.Source(), Keys: []string{k}, Args: []string{"mine", "30000"}}
+		many[i] = driver.Call{SHA: driver.ScriptExtend.SHA(), Source: driver.ScriptExtend.Source(), Keys: []string{k}, Args: []string{"mine", "30000"}}
 	}
 	b.EvalBatch(ctx, many)
 	for i, c := range many {
@@ -143,12 +144,12 @@ func batch(t *testing.T, h Harness) {
 
 // batchCalls is a batch that would release k (held as "mine") and extend
 // it, by source and by SHA.
-func batchCalls(k string) []core.Call {
-	return []core.Call{
-		{Source: core.ScriptExtend.Source(), Keys: []string{k}, Args: []string{"mine", "60000"}},
-		{SHA: core.ScriptExtend.SHA(), Keys: []string{k}, Args: []string{"mine", "60000"}},
-		{Source: core.ScriptRelease.Source(), Keys: []string{k}, Args: []string{"mine"}},
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{k}, Args: []string{"mine"}},
+func batchCalls(k string) []driver.Call {
+	return []driver.Call{
+		{Source: driver.ScriptExtend.Source(), Keys: []string{k}, Args: []string{"mine", "60000"}},
+		{SHA: driver.ScriptExtend.SHA(), Keys: []string{k}, Args: []string{"mine", "60000"}},
+		{Source: driver.ScriptRelease.Source(), Keys: []string{k}, Args: []string{"mine"}},
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{k}, Args: []string{"mine"}},
 	}
 }
 
@@ -168,7 +169,7 @@ func batchCancelled(t *testing.T, h Harness) {
 	returnsWithin(t, 2*time.Second, func() error { b.EvalBatch(ctx, calls); return nil })
 	for i, c := range calls {
 		require.Error(t, c.Err, "call %d of a batch with a cancelled context", i)
-		assert.Equal(t, core.KindContext, n.Classify(c.Err), "call %d: %v", i, c.Err)
+		assert.Equal(t, driver.KindContext, n.Classify(c.Err), "call %d: %v", i, c.Err)
 		assert.Nil(t, c.Reply)
 	}
 	v, ttl, found, err := s.Get(t.Context(), 0, k)
@@ -247,7 +248,7 @@ func (c notices) none(t *testing.T, d time.Duration, msgAndArgs ...any) {
 // checks listen on its channel of the key (watchChannel).
 const watchOwner = "watcher"
 
-func watchChannel(k string) string { return core.WaiterChannel(k, watchOwner) }
+func watchChannel(k string) string { return driver.WaiterChannel(k, watchOwner) }
 
 // release runs the release script through n as core does on the herald,
 // with a ticket of watchOwner queued first, so that a release that deletes
@@ -256,21 +257,21 @@ func watchChannel(k string) string { return core.WaiterChannel(k, watchOwner) }
 // leaves no ticket behind.
 func release(t *testing.T, n core.Node, k, value string) any {
 	t.Helper()
-	q, ok := core.QueueKey(k)
+	q, ok := driver.QueueKey(k)
 	require.True(t, ok)
 	ticket := watchOwner + "." + value
-	_, err := n.Eval(t.Context(), core.ScriptEnqueue.Source(), []string{k, q}, []string{ticket, "60000", "force"})
+	_, err := n.Eval(t.Context(), driver.ScriptEnqueue.Source(), []string{k, q}, []string{ticket, "60000", "force"})
 	require.NoError(t, err)
-	r, err := n.Eval(t.Context(), core.ScriptRelease.Source(), []string{k, q}, []string{value, core.ReleaseChannel(k)})
+	r, err := n.Eval(t.Context(), driver.ScriptRelease.Source(), []string{k, q}, []string{value, driver.ReleaseChannel(k)})
 	require.NoError(t, err)
-	_, err = n.Eval(t.Context(), core.ScriptDequeue.Source(), []string{q}, []string{ticket})
+	_, err = n.Eval(t.Context(), driver.ScriptDequeue.Source(), []string{q}, []string{ticket})
 	require.NoError(t, err)
 	return r
 }
 
 // watchFor subscribes to ch with a bounded context and stops when the
 // test ends.
-func watchFor(t *testing.T, w core.Watcher, ch string, c notices) func() {
+func watchFor(t *testing.T, w driver.Watcher, ch string, c notices) func() {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -338,17 +339,17 @@ func watch(t *testing.T, h Harness) {
 func waitQueue(t *testing.T, h Harness) {
 	n, s := oneNode(t, h)
 	ctx, k := t.Context(), key(t)
-	q, ok := core.QueueKey(k)
+	q, ok := driver.QueueKey(k)
 	require.True(t, ok)
 	keys := []string{k, q}
 	enqueue := func(ticket, mode string) any {
-		r, err := n.Eval(ctx, core.ScriptEnqueue.Source(), keys, []string{ticket, "60000", mode})
+		r, err := n.Eval(ctx, driver.ScriptEnqueue.Source(), keys, []string{ticket, "60000", mode})
 		require.NoError(t, err)
 		return r
 	}
 	assert.Equal(t, int64(0), enqueue("early", ""), "a free lock queues no one")
 	assert.Equal(t, int64(1), enqueue("forced", "force"), "a forced ticket is queued even when the lock is free")
-	r, err := n.Eval(ctx, core.ScriptDequeue.Source(), []string{q}, []string{"forced"})
+	r, err := n.Eval(ctx, driver.ScriptDequeue.Source(), []string{q}, []string{"forced"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), r, "dequeue removes the ticket")
 
@@ -356,7 +357,7 @@ func waitQueue(t *testing.T, h Harness) {
 	for _, ticket := range []string{"me.1", "other.1", "me.gone"} {
 		assert.Equal(t, int64(1), enqueue(ticket, ""), "a held lock queues %s", ticket)
 	}
-	r, err = n.Eval(ctx, core.ScriptDequeue.Source(), []string{q}, []string{"me.gone"})
+	r, err = n.Eval(ctx, driver.ScriptDequeue.Source(), []string{q}, []string{"me.gone"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), r)
 
@@ -364,12 +365,12 @@ func waitQueue(t *testing.T, h Harness) {
 	w, ok := watcherOf(t, n)
 	me, other, all := newNotices(), newNotices(), newNotices()
 	if ok {
-		watchFor(t, w, core.WaiterChannel(k, "me"), me)
-		watchFor(t, w, core.WaiterChannel(k, "other"), other)
-		watchFor(t, w, core.ReleaseChannel(k), all)
+		watchFor(t, w, driver.WaiterChannel(k, "me"), me)
+		watchFor(t, w, driver.WaiterChannel(k, "other"), other)
+		watchFor(t, w, driver.ReleaseChannel(k), all)
 	}
 	releaseQueued := func(value string) any {
-		r, err := n.Eval(ctx, core.ScriptRelease.Source(), keys, []string{value, core.ReleaseChannel(k)})
+		r, err := n.Eval(ctx, driver.ScriptRelease.Source(), keys, []string{value, driver.ReleaseChannel(k)})
 		require.NoError(t, err)
 		return r
 	}
@@ -422,7 +423,7 @@ func watchOnPausedServer(t *testing.T, h Harness) {
 	err = returnsWithin(t, 3*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
-		stop, err := w.Watch(ctx, core.ReleaseChannel(k+":paused"), func(string) {})
+		stop, err := w.Watch(ctx, driver.ReleaseChannel(k+":paused"), func(string) {})
 		if err == nil {
 			stop()
 		}
@@ -444,18 +445,18 @@ func watchOnPausedServer(t *testing.T, h Harness) {
 // fails batches and watches, and never hangs.
 func capabilitiesOnClosedClient(t *testing.T, h Harness) {
 	n := h.ClosedNode(t)
-	if b, ok := n.(core.Batcher); ok {
+	if b, ok := n.(driver.Batcher); ok {
 		calls := batchCalls(key(t))
 		returnsWithin(t, 2*time.Second, func() error { b.EvalBatch(t.Context(), calls); return nil })
 		for i, c := range calls {
 			assert.Error(t, c.Err, "call %d of a batch on a closed client", i)
 		}
 	}
-	if w, ok := n.(core.Watcher); ok {
+	if w, ok := n.(driver.Watcher); ok {
 		err := returnsWithin(t, 3*time.Second, func() error {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 			defer cancel()
-			stop, err := w.Watch(ctx, core.ReleaseChannel(key(t)), func(string) {})
+			stop, err := w.Watch(ctx, driver.ReleaseChannel(key(t)), func(string) {})
 			if err == nil {
 				stop()
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // runNodeContract checks each protocol operation on one node, directly.
@@ -119,7 +120,7 @@ func expiry(t *testing.T, h Harness) {
 
 // evalBoth runs script s by source, then by SHA (now cached), and returns
 // both replies.
-func evalBoth(t *testing.T, n core.Node, s *core.Script, keys, args []string) (bySource, bySHA any) {
+func evalBoth(t *testing.T, n core.Node, s driver.Script, keys, args []string) (bySource, bySHA any) {
 	t.Helper()
 	ctx := t.Context()
 	var err error
@@ -134,11 +135,11 @@ func releaseScript(t *testing.T, h Harness) {
 	n, s := oneNode(t, h)
 	ctx, k := t.Context(), key(t)
 
-	a, b := evalBoth(t, n, core.ScriptRelease, []string{k}, []string{"mine"})
+	a, b := evalBoth(t, n, driver.ScriptRelease, []string{k}, []string{"mine"})
 	assert.Equal(t, []any{int64(0), int64(0)}, []any{a, b}, "a missing key: nothing to delete")
 
 	require.NoError(t, s.Set(ctx, 0, k, "theirs", time.Minute))
-	a, b = evalBoth(t, n, core.ScriptRelease, []string{k}, []string{"mine"})
+	a, b = evalBoth(t, n, driver.ScriptRelease, []string{k}, []string{"mine"})
 	assert.Equal(t, []any{int64(0), int64(0)}, []any{a, b}, "another value: not ours to delete")
 	v, _, found, err := s.Get(ctx, 0, k)
 	require.NoError(t, err)
@@ -146,7 +147,7 @@ func releaseScript(t *testing.T, h Harness) {
 	assert.Equal(t, "theirs", v)
 
 	require.NoError(t, s.Set(ctx, 0, k, "mine", time.Minute))
-	r, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"mine"})
+	r, err := n.EvalSHA(ctx, driver.ScriptRelease.SHA(), []string{k}, []string{"mine"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), r)
 	_, _, found, err = s.Get(ctx, 0, k)
@@ -158,21 +159,21 @@ func extendScript(t *testing.T, h Harness) {
 	n, s := oneNode(t, h)
 	ctx, k := t.Context(), key(t)
 
-	a, b := evalBoth(t, n, core.ScriptExtend, []string{k}, []string{"mine", "60000"})
+	a, b := evalBoth(t, n, driver.ScriptExtend, []string{k}, []string{"mine", "60000"})
 	assert.Equal(t, []any{int64(0), int64(0)}, []any{a, b}, "a missing key cannot be extended")
 	_, _, found, err := s.Get(ctx, 0, k)
 	require.NoError(t, err)
 	assert.False(t, found, "extending a missing key must not create it")
 
 	require.NoError(t, s.Set(ctx, 0, k, "theirs", 2*time.Second))
-	a, b = evalBoth(t, n, core.ScriptExtend, []string{k}, []string{"mine", "60000"})
+	a, b = evalBoth(t, n, driver.ScriptExtend, []string{k}, []string{"mine", "60000"})
 	assert.Equal(t, []any{int64(0), int64(0)}, []any{a, b})
 	_, ttl, _, err := s.Get(ctx, 0, k)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, ttl, 2*time.Second, "another owner's TTL must not change")
 
 	require.NoError(t, s.Set(ctx, 0, k, "mine", 2*time.Second))
-	r, err := n.EvalSHA(ctx, core.ScriptExtend.SHA(), []string{k}, []string{"mine", "60000"})
+	r, err := n.EvalSHA(ctx, driver.ScriptExtend.SHA(), []string{k}, []string{"mine", "60000"})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), r)
 	v, ttl, found, err := s.Get(ctx, 0, k)
@@ -182,20 +183,20 @@ func extendScript(t *testing.T, h Harness) {
 	assert.InDelta(t, 60000, ttl.Milliseconds(), 1000, "PEXPIRE sets the TTL in milliseconds")
 }
 
-// identifyScript: the server's identity (core.IdentityKey) is written once,
+// identifyScript: the server's identity (driver.IdentityKey) is written once,
 // with the first candidate, and never expires; every later call returns
 // it, whatever its candidate.
 func identifyScript(t *testing.T, h Harness) {
 	n, s := isolatedNode(t, h)
 	ctx := t.Context()
-	keys := []string{core.IdentityKey}
-	require.NoError(t, s.Del(ctx, 0, core.IdentityKey))
-	a, b := evalBoth(t, n, core.ScriptIdentify, keys, []string{"first"})
+	keys := []string{driver.IdentityKey}
+	require.NoError(t, s.Del(ctx, 0, driver.IdentityKey))
+	a, b := evalBoth(t, n, driver.ScriptIdentify, keys, []string{"first"})
 	assert.Equal(t, []any{"first", "first"}, []any{a, b}, "set once, then read")
-	r, err := n.EvalSHA(ctx, core.ScriptIdentify.SHA(), keys, []string{"second"})
+	r, err := n.EvalSHA(ctx, driver.ScriptIdentify.SHA(), keys, []string{"second"})
 	require.NoError(t, err)
 	assert.Equal(t, "first", r, "another candidate changes nothing")
-	v, ttl, found, err := s.Get(ctx, 0, core.IdentityKey)
+	v, ttl, found, err := s.Get(ctx, 0, driver.IdentityKey)
 	require.NoError(t, err)
 	require.True(t, found)
 	assert.Equal(t, "first", v)
@@ -206,18 +207,18 @@ func noScript(t *testing.T, h Harness) {
 	n, _ := oneNode(t, h)
 	_, err := n.EvalSHA(t.Context(), unknownSHA(t), []string{key(t)}, []string{"x"})
 	require.Error(t, err)
-	assert.Equal(t, core.KindNoScript, n.Classify(err), "NOSCRIPT must be classified so core falls back to EVAL: %v", err)
+	assert.Equal(t, driver.KindNoScript, n.Classify(err), "NOSCRIPT must be classified so core falls back to EVAL: %v", err)
 }
 
 func scriptFlushRecovery(t *testing.T, h Harness) {
 	n, s := isolatedNode(t, h)
 	ctx, k := t.Context(), key(t)
-	_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
+	_, err := n.Eval(ctx, driver.ScriptRelease.Source(), []string{k}, []string{"v"})
 	require.NoError(t, err)
 	require.NoError(t, s.FlushScripts(ctx, 0))
-	_, err = n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
+	_, err = n.EvalSHA(ctx, driver.ScriptRelease.SHA(), []string{k}, []string{"v"})
 	require.Error(t, err, "SCRIPT FLUSH must empty the cache")
-	assert.Equal(t, core.KindNoScript, n.Classify(err))
+	assert.Equal(t, driver.KindNoScript, n.Classify(err))
 
 	// Through a Locker: every operation survives a flush at any point.
 	l := newLocker(t, s.Nodes(t), Strategies()[0])
@@ -239,11 +240,11 @@ func protocolCalls(n core.Node, k string) map[string]func(context.Context) error
 			return err
 		},
 		"EvalSHA": func(ctx context.Context) error {
-			_, err := n.EvalSHA(ctx, core.ScriptRelease.SHA(), []string{k}, []string{"v"})
+			_, err := n.EvalSHA(ctx, driver.ScriptRelease.SHA(), []string{k}, []string{"v"})
 			return err
 		},
 		"Eval": func(ctx context.Context) error {
-			_, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"})
+			_, err := n.Eval(ctx, driver.ScriptRelease.Source(), []string{k}, []string{"v"})
 			return err
 		},
 	}
@@ -256,7 +257,7 @@ func cancelledContext(t *testing.T, h Harness) {
 	for name, call := range protocolCalls(n, key(t)) {
 		err := returnsWithin(t, 2*time.Second, func() error { return call(ctx) })
 		require.Error(t, err, "%s with a cancelled context", name)
-		assert.Equal(t, core.KindContext, n.Classify(err), "%s: %v", name, err)
+		assert.Equal(t, driver.KindContext, n.Classify(err), "%s: %v", name, err)
 	}
 }
 
@@ -283,7 +284,7 @@ func closedClient(t *testing.T, h Harness) {
 	for name, call := range protocolCalls(n, key(t)) {
 		err := returnsWithin(t, 2*time.Second, func() error { return call(t.Context()) })
 		require.Error(t, err, "%s on a closed client", name)
-		assert.Equal(t, core.KindNodeFailure, n.Classify(err), "%s: %v", name, err)
+		assert.Equal(t, driver.KindNodeFailure, n.Classify(err), "%s: %v", name, err)
 	}
 }
 
@@ -307,7 +308,7 @@ func keys(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.True(t, found)
 		assert.Equal(t, "v\x00alue", v, "the key and value must round-trip byte for byte")
-		r, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v\x00alue"})
+		r, err := n.Eval(ctx, driver.ScriptRelease.Source(), []string{k}, []string{"v\x00alue"})
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), r)
 	}
@@ -329,7 +330,7 @@ func concurrent(t *testing.T, h Harness) {
 					errs.Add(1)
 					continue
 				}
-				if r, err := n.Eval(ctx, core.ScriptRelease.Source(), []string{k}, []string{"v"}); err != nil || r != int64(1) {
+				if r, err := n.Eval(ctx, driver.ScriptRelease.Source(), []string{k}, []string{"v"}); err != nil || r != int64(1) {
 					errs.Add(1)
 				}
 			}
@@ -370,7 +371,7 @@ func cancelledSetThenRelease(t *testing.T, h Harness) {
 		}
 		cancel()
 		<-done
-		_, err := runScript(t.Context(), n, core.ScriptRelease, []string{k}, []string{"v"})
+		_, err := runScript(t.Context(), n, driver.ScriptRelease, []string{k}, []string{"v"})
 		require.NoError(t, err)
 	}
 	left := 0

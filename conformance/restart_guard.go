@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // runRestartGuard checks the restart guard (core.WithRestartGuard) on the
@@ -22,7 +23,7 @@ import (
 // out of the guard, which the group checks instead.
 func runRestartGuard(t *testing.T, h Harness) {
 	n, _ := oneNode(t, h)
-	if s, ok := n.(core.Sharded); ok && s.Sharded() {
+	if s, ok := n.(driver.Sharded); ok && s.Sharded() {
 		t.Run("ShardedNodesAreLeftOut", func(t *testing.T) {
 			t.Parallel()
 			_, err := core.New([]core.Node{n}, core.WithRestartGuard(core.DefaultTTL))
@@ -50,7 +51,7 @@ func guardScript(t *testing.T, h Harness) {
 	n, s := isolatedNode(t, h)
 	ctx := t.Context()
 	try := func(keys []string, minAge time.Duration) (int64, error) {
-		reply, err := n.Eval(ctx, core.ScriptAcquireGuarded.Source(), keys,
+		reply, err := n.Eval(ctx, driver.ScriptAcquireGuarded.Source(), keys,
 			[]string{"v", "60000", strconv.FormatInt(minAge.Milliseconds(), 10)})
 		if v, ok := reply.(int64); ok || err != nil {
 			return v, err
@@ -67,9 +68,9 @@ func guardScript(t *testing.T, h Harness) {
 	// first guarded call: its birth is its start, not that call. (The key
 	// is deleted before each try, as after a restart without persistence.)
 	k := key(t)
-	keys := []string{k, core.BirthKey}
+	keys := []string{k, driver.BirthKey}
 	require.Eventually(t, func() bool {
-		if s.Del(ctx, 0, core.BirthKey) != nil {
+		if s.Del(ctx, 0, driver.BirthKey) != nil {
 			return false
 		}
 		v, err := try(keys, time.Second)
@@ -77,11 +78,11 @@ func guardScript(t *testing.T, h Harness) {
 	}, 10*time.Second, 50*time.Millisecond, "a server up over a second votes with a minimum age of 1s")
 	require.NoError(t, s.Del(ctx, 0, k))
 
-	require.NoError(t, s.Del(ctx, 0, core.BirthKey))
+	require.NoError(t, s.Del(ctx, 0, driver.BirthKey))
 	before := time.Now()
 	got := run(keys, 24*time.Hour)
 	assert.LessOrEqual(t, got, int64(-1001), "a young node answers -1 - its age, the server's uptime")
-	born, _, ok, err := s.Get(ctx, 0, core.BirthKey)
+	born, _, ok, err := s.Get(ctx, 0, driver.BirthKey)
 	require.NoError(t, err)
 	require.True(t, ok, "the first guarded call writes the birth key")
 	ms, err := strconv.ParseInt(born, 10, 64)
@@ -105,22 +106,22 @@ func guardScript(t *testing.T, h Harness) {
 
 	// Fenced: the counter KEYS[3] is incremented and returned.
 	fk := key(t)
-	fence, _ := core.FenceKey(fk)
+	fence, _ := driver.FenceKey(fk)
 	require.NoError(t, s.Set(ctx, 0, fence, "41", 0))
-	assert.Equal(t, int64(42), run([]string{fk, core.BirthKey, fence}, 0))
-	assert.Equal(t, int64(0), run([]string{fk, core.BirthKey, fence}, 0))
+	assert.Equal(t, int64(42), run([]string{fk, driver.BirthKey, fence}, 0))
+	assert.Equal(t, int64(0), run([]string{fk, driver.BirthKey, fence}, 0))
 	c, _, _, err := s.Get(ctx, 0, fence)
 	require.NoError(t, err)
 	assert.Equal(t, "42", c, "a refusal does not count")
 
 	// Adopted ("0"): old whatever the minimum age.
-	require.NoError(t, s.Set(ctx, 0, core.BirthKey, "0", 0))
-	assert.Equal(t, int64(1), run([]string{key(t), core.BirthKey}, 100*365*24*time.Hour))
+	require.NoError(t, s.Set(ctx, 0, driver.BirthKey, "0", 0))
+	assert.Equal(t, int64(1), run([]string{key(t), driver.BirthKey}, 100*365*24*time.Hour))
 
 	// A birth in the future (the clock went back): young, age 0.
 	future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	require.NoError(t, s.Set(ctx, 0, core.BirthKey, future, 0))
-	assert.Equal(t, int64(-1), run([]string{key(t), core.BirthKey}, time.Millisecond))
+	require.NoError(t, s.Set(ctx, 0, driver.BirthKey, future, 0))
+	assert.Equal(t, int64(-1), run([]string{key(t), driver.BirthKey}, time.Millisecond))
 }
 
 // guardLocker checks a Locker with the guard over three servers that

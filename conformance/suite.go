@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/leakwait"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -156,7 +155,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 // begin starts a run: it applies opts, makes the harness, and arranges for
 // it to be closed and for goroutines left behind to fail the run.
 func begin(t *testing.T, newHarness HarnessMaker, opts []RunOption) (Harness, runConfig) {
-	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, fencing: 2000, leakGrace: leakwait.DefaultGrace}
+	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, fencing: 2000, leakGrace: LeakGrace}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -166,7 +165,7 @@ func begin(t *testing.T, newHarness HarnessMaker, opts []RunOption) (Harness, ru
 	require.NotNil(t, h, "conformance: the harness maker returned nil")
 	t.Cleanup(func() {
 		assert.NoError(t, h.Close(), "closing the harness")
-		if err := leakwait.Find(cfg.leakGrace, ignore); err != nil {
+		if err := FindLeaks(cfg.leakGrace, ignore); err != nil {
 			t.Error(err)
 		}
 	})

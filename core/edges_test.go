@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,7 @@ func TestKeyWithoutQueuePolls(t *testing.T) {
 		defer func() { require.NoError(t, waiter.Close()) }()
 
 		const key = "a}b" // no hash tag, and a "}": no queue shares its slot
-		_, ok := core.QueueKey(key)
+		_, ok := driver.QueueKey(key)
 		require.False(t, ok)
 		held, err := holder.Acquire(t.Context(), key)
 		require.NoError(t, err)
@@ -376,7 +377,7 @@ func TestNoSpinWhileNodesFail(t *testing.T) {
 	})
 	t.Run("the keeper waits while a lock's Extend runs", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			clock := &spinClock{Clock: core.SystemClock()}
+			clock := &spinClock{Clock: driver.SystemClock()}
 			nodes := memory.NewNodes(3)
 			l, err := core.New(memory.AsNodes(nodes), core.WithClock(clock))
 			require.NoError(t, err)
@@ -400,7 +401,7 @@ func TestNoSpinWhileNodesFail(t *testing.T) {
 // and again while (fake) time stands still. It then lets time move, so
 // that the spinning goroutine does not hang the bubble, and says so.
 type spinClock struct {
-	core.Clock
+	driver.Clock
 	mu    sync.Mutex
 	last  time.Time
 	reads int

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +32,7 @@ var (
 	ErrNotHeld = errors.New("quorumlock: lock not held")
 	// ErrInvalidArgument: bad input, such as an empty key or an impossible
 	// quorum. Retrying cannot help.
-	ErrInvalidArgument = errors.New("quorumlock: invalid argument")
+	ErrInvalidArgument = driver.ErrInvalidArgument
 	// ErrClosed: the Locker was closed.
 	ErrClosed = errors.New("quorumlock: locker closed")
 	// ErrReleased: the lock was released, by Release or by the Locker's

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 )
 
@@ -47,7 +48,7 @@ func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []No
 		if at := atToken(results[i], counters[i], t); at || enough && !answered(results[i]) {
 			return at, nil
 		}
-		return l.scriptVote(ctx, i, ScriptRaiseFence, keys, args)
+		return l.scriptVote(ctx, i, driver.ScriptRaiseFence, keys, args)
 	})
 	n = 0
 	for i := range raised {

@@ -9,6 +9,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"slices"
 	"strings"
@@ -84,7 +85,7 @@ func refusedKey(prefix, key string, fencing bool) bool {
 		return true
 	}
 	if fencing {
-		_, ok := core.FenceKey(prefix + key)
+		_, ok := driver.FenceKey(prefix + key)
 		return !ok
 	}
 	return false
@@ -122,7 +123,7 @@ func FuzzKeys(f *testing.F) {
 			})
 		}()
 		rkey := prefix + key
-		fence, _ := core.FenceKey(rkey)
+		fence, _ := driver.FenceKey(rkey)
 		refused := refusedKey(prefix, key, fencing)
 
 		var lock *core.Lock
@@ -235,9 +236,9 @@ func FuzzHashSlotTags(f *testing.F) {
 	f.Add("foo")
 	f.Add("{user1000}.following")
 	f.Fuzz(func(t *testing.T, key string) {
-		slot := core.HashSlot(key)
-		if slot < 0 || slot >= core.SlotCount {
-			t.Fatalf("HashSlot(%q) = %d, out of [0, %d)", key, slot, core.SlotCount)
+		slot := driver.HashSlot(key)
+		if slot < 0 || slot >= driver.SlotCount {
+			t.Fatalf("HashSlot(%q) = %d, out of [0, %d)", key, slot, driver.SlotCount)
 		}
 		if want := refHashSlot(key); slot != want {
 			t.Fatalf("HashSlot(%q) = %d, the cluster specification gives %d", key, slot, want)
@@ -250,15 +251,15 @@ func FuzzHashSlotTags(f *testing.F) {
 			fn     func(string) (string, bool)
 			suffix string
 		}{
-			{"FenceKey", core.FenceKey, core.FenceSuffix},
-			{"QueueKey", core.QueueKey, core.QueueSuffix},
+			{"FenceKey", driver.FenceKey, driver.FenceSuffix},
+			{"QueueKey", driver.QueueKey, driver.QueueSuffix},
 		} {
 			name, ok := side.fn(key)
 			if !strings.HasSuffix(name, side.suffix) {
 				t.Fatalf("%s(%q) = %q, without the suffix %q", side.name, key, name, side.suffix)
 			}
-			if ok && core.HashSlot(name) != slot {
-				t.Fatalf("%s(%q) = %q, ok, in slot %d, but the key is in slot %d", side.name, key, name, core.HashSlot(name), slot)
+			if ok && driver.HashSlot(name) != slot {
+				t.Fatalf("%s(%q) = %q, ok, in slot %d, but the key is in slot %d", side.name, key, name, driver.HashSlot(name), slot)
 			}
 			if mustHave && !ok {
 				t.Fatalf("%s(%q) = %q, not ok, for a key that has a side key in its slot", side.name, key, name)

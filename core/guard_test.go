@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -108,7 +109,7 @@ func TestRestartGuard(t *testing.T) {
 			assert.Contains(t, young.Error(), "restart guard")
 			_, _, ok := nodes[1].Get("k")
 			assert.False(t, ok, "a young node sets nothing")
-			born, _, ok := nodes[1].Get(core.BirthKey)
+			born, _, ok := nodes[1].Get(driver.BirthKey)
 			require.True(t, ok)
 			assert.Equal(t, strconv.FormatInt(time.Now().UnixMilli(), 10), born, "its birth is the node's time")
 
@@ -161,7 +162,7 @@ func TestRestartGuard(t *testing.T) {
 	t.Run("a clock that went back makes the node young", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithQuorum(3))
-			nodes[0].Set(core.BirthKey, strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), 0)
+			nodes[0].Set(driver.BirthKey, strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10), 0)
 			_, err := l.TryAcquire(t.Context(), "k")
 			var young *core.RestartGuardError
 			require.ErrorAs(t, err, &young)
@@ -195,7 +196,7 @@ func TestRestartGuard(t *testing.T) {
 			lock, err = l.TryAcquire(t.Context(), "k")
 			require.NoError(t, err, "the two old nodes are a quorum")
 			require.NoError(t, lock.Release(t.Context()))
-			fence, _ := core.FenceKey("k")
+			fence, _ := driver.FenceKey("k")
 			v, _, ok := nodes[0].Get(fence)
 			require.True(t, ok, "the young node's counter was raised")
 			assert.Equal(t, strconv.FormatInt(lock.Token(), 10), v)
@@ -213,14 +214,14 @@ func TestRestartGuard(t *testing.T) {
 		lock, err := l.TryAcquire(t.Context(), "k")
 		require.NoError(t, err, "a sharded node votes at once")
 		assert.Equal(t, calls.SetNX+1, nodes[2].Calls().SetNX, "with a plain SET NX")
-		_, _, ok := nodes[2].Get(core.BirthKey)
+		_, _, ok := nodes[2].Get(driver.BirthKey)
 		assert.False(t, ok, "and gets no birth key")
 		require.NoError(t, lock.Release(t.Context()))
 	})
 
 	t.Run("the birth key is no lock key", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
-		_, err := l.TryAcquire(t.Context(), core.BirthKey)
+		_, err := l.TryAcquire(t.Context(), driver.BirthKey)
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "reserved")
 	})
@@ -235,7 +236,7 @@ func TestAdopt(t *testing.T) {
 		require.ErrorIs(t, err, core.ErrNodeRestarted)
 
 		require.NoError(t, l.Adopt(t.Context(), nodes[1].String()))
-		born, _, _ := nodes[1].Get(core.BirthKey)
+		born, _, _ := nodes[1].Get(driver.BirthKey)
 		assert.Equal(t, "0", born, "adopted")
 		_, err = l.TryAcquire(t.Context(), "k")
 		require.ErrorIs(t, err, core.ErrNodeRestarted, "node 2 is still young")
@@ -258,13 +259,13 @@ func TestAdopt(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), nodes[0].String(), "the error names the node that failed")
 	assert.ErrorIs(t, err, memory.ErrDown)
-	born, _, _ := nodes[1].Get(core.BirthKey)
+	born, _, _ := nodes[1].Get(driver.BirthKey)
 	assert.Equal(t, "0", born, "the others are adopted")
 
 	off, offNodes := newLocker(t, 3, core.WithoutRestartGuard())
-	offNodes[0].Del(core.BirthKey)
+	offNodes[0].Del(driver.BirthKey)
 	require.NoError(t, off.Adopt(t.Context()), "nothing to do with the guard off")
-	_, _, ok := offNodes[0].Get(core.BirthKey)
+	_, _, ok := offNodes[0].Get(driver.BirthKey)
 	assert.False(t, ok)
 
 	require.NoError(t, l.Close())
@@ -278,7 +279,7 @@ func TestRestartGuardBirth(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes := memory.NewNodes(3)
 		for _, n := range nodes {
-			n.Del(core.BirthKey) // not adopted: as a server this library never used
+			n.Del(driver.BirthKey) // not adopted: as a server this library never used
 		}
 		time.Sleep(4 * time.Second) // up 4 s
 		l, err := core.New(memory.AsNodes(nodes), core.WithTries(1))
@@ -288,11 +289,11 @@ func TestRestartGuardBirth(t *testing.T) {
 		var young *core.RestartGuardError
 		require.ErrorAs(t, err, &young)
 		assert.Equal(t, 4*time.Second, young.Age, "its data is as old as the server, not as its first use")
-		born, _, _ := nodes[0].Get(core.BirthKey)
+		born, _, _ := nodes[0].Get(driver.BirthKey)
 		assert.Equal(t, strconv.FormatInt(time.Now().Add(-4*time.Second).UnixMilli(), 10), born)
 
 		for _, n := range nodes {
-			n.Del(core.BirthKey)
+			n.Del(driver.BirthKey)
 		}
 		time.Sleep(l.RestartGuard() - 4*time.Second) // up a max TTL
 		lock, err := l.TryAcquire(t.Context(), "k")
@@ -387,8 +388,8 @@ func TestRestartGuardWait(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTries(3))
 			future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10) // the clock went back
-			nodes[0].Set(core.BirthKey, future, 0)
-			nodes[1].Set(core.BirthKey, future, 0)
+			nodes[0].Set(driver.BirthKey, future, 0)
+			nodes[1].Set(driver.BirthKey, future, 0)
 			start := time.Now()
 			_, err := l.Acquire(context.Background(), "k")
 			require.ErrorIs(t, err, core.ErrNodeRestarted)

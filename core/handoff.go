@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,9 +71,9 @@ type watch struct {
 	busy   *waiter   // woken, its round not yet over
 	missed bool      // a notice came while busy's round ran
 	stops  []func()
-	active bool  // the herald confirmed the subscription
-	ended  bool  // stopped: a subscription made later is stopped at once
-	linger Timer // runs while refs is 0
+	active bool         // the herald confirmed the subscription
+	ended  bool         // stopped: a subscription made later is stopped at once
+	linger driver.Timer // runs while refs is 0
 }
 
 func newHub(l *Locker) *hub {
@@ -86,7 +87,7 @@ func newHub(l *Locker) *hub {
 // node confirms it, the longest waiting waiter is woken, since the holder
 // may have released before.
 func (h *hub) join(rkey string, me *waiter) *watch {
-	channel := WaiterChannel(rkey, h.owner)
+	channel := driver.WaiterChannel(rkey, h.owner)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w := h.subs[channel]; w != nil {
@@ -105,7 +106,7 @@ func (h *hub) join(rkey string, me *waiter) *watch {
 		return w
 	}
 	h.subs[channel] = w
-	if wn, ok := h.l.nodes[h.l.herald].(Watcher); ok && !h.unsupported.Load() {
+	if wn, ok := h.l.nodes[h.l.herald].(driver.Watcher); ok && !h.unsupported.Load() {
 		h.pending.Add(1)
 		go h.subscribe(w, wn, max(h.l.o.nodeTimeout, minSubscribeTimeout))
 	}
@@ -113,7 +114,7 @@ func (h *hub) join(rkey string, me *waiter) *watch {
 }
 
 // subscribe makes w's subscription on the herald.
-func (h *hub) subscribe(w *watch, wn Watcher, timeout time.Duration) {
+func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	defer h.pending.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	stop, err := wn.Watch(ctx, w.channel, func(message string) { h.message(w, message) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,7 +67,7 @@ type DuplicateNodeError struct {
 
 func (e *DuplicateNodeError) Error() string {
 	return "quorumlock: node " + strconv.Quote(e.Node) + " is the same server as node " + strconv.Quote(e.Other) +
-		" (identity key " + IdentityKey + " = " + strconv.Quote(e.Identity) + "): one server, one vote; " +
+		" (identity key " + driver.IdentityKey + " = " + strconv.Quote(e.Identity) + "): one server, one vote; " +
 		"its vote does not count: list each server once"
 }
 
@@ -193,7 +194,7 @@ func (l *Locker) identify(ctx context.Context, i int, s uint64) error {
 			if errs[k] != nil && !l.sharded(k) {
 				l.unverify(k) // a failed call, as any other
 				return fmt.Errorf("quorumlock: node %s has a new identity (%s = %q), and node %s, which may be the same server, could not say who it is: %w",
-					strconv.Quote(l.names[i]), IdentityKey, id, strconv.Quote(l.names[k]), errs[k])
+					strconv.Quote(l.names[i]), driver.IdentityKey, id, strconv.Quote(l.names[k]), errs[k])
 			}
 		}
 	}
@@ -240,13 +241,13 @@ func (l *Locker) checkContext(ctx context.Context) (context.Context, context.Can
 func (l *Locker) askIdentity(ctx context.Context, i int) (string, error) {
 	ctx, cancel := l.checkContext(ctx)
 	defer cancel()
-	reply, err := l.eval(ctx, i, ScriptIdentify, []string{IdentityKey}, []string{newValue()})
+	reply, err := l.eval(ctx, i, driver.ScriptIdentify, []string{driver.IdentityKey}, []string{newValue()})
 	if err != nil {
 		return "", err
 	}
 	id, ok := reply.(string)
 	if !ok || id == "" {
-		return "", fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, ScriptIdentify.name)
+		return "", fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, driver.ScriptIdentify.Name())
 	}
 	return id, nil
 }
@@ -320,6 +321,6 @@ func (l *Locker) confirmAll(ctx context.Context, i int, votes []vote) {
 // sharded reports whether node i spreads its keys over several servers
 // (see Sharded).
 func (l *Locker) sharded(i int) bool {
-	s, ok := l.nodes[i].(Sharded)
+	s, ok := l.nodes[i].(driver.Sharded)
 	return ok && s.Sharded()
 }

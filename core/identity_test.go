@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,7 @@ type alias struct {
 	target atomic.Pointer[memory.Node]
 }
 
-var _ core.Batcher = (*alias)(nil)
+var _ driver.Batcher = (*alias)(nil)
 
 func newAlias(name string, n *memory.Node) *alias {
 	a := &alias{name: name}
@@ -59,11 +60,11 @@ func (a *alias) Eval(ctx context.Context, script string, keys, args []string) (a
 	return a.target.Load().Eval(ctx, script, keys, args)
 }
 
-func (a *alias) EvalBatch(ctx context.Context, calls []core.Call) {
+func (a *alias) EvalBatch(ctx context.Context, calls []driver.Call) {
 	a.target.Load().EvalBatch(ctx, calls)
 }
 
-func (a *alias) Classify(err error) core.ErrorKind { return a.target.Load().Classify(err) }
+func (a *alias) Classify(err error) driver.ErrorKind { return a.target.Load().Classify(err) }
 
 // lastNodes keeps the per-node results of the last operation observed.
 type lastNodes struct {
@@ -106,7 +107,7 @@ func requireDuplicate(t *testing.T, r core.NodeResult, other string, server *mem
 	require.Equal(t, core.OutcomeFailed, r.Outcome, "node %s", r.Node)
 	var dup *core.DuplicateNodeError
 	require.ErrorAs(t, r.Err, &dup)
-	id, ttl, ok := server.Get(core.IdentityKey)
+	id, ttl, ok := server.Get(driver.IdentityKey)
 	require.True(t, ok, "the server keeps its identity")
 	assert.Zero(t, ttl, "for good")
 	assert.Equal(t, core.DuplicateNodeError{Node: r.Node, Other: other, Identity: id}, *dup)
@@ -221,14 +222,14 @@ func TestOneServerOneVote(t *testing.T) {
 		require.NoError(t, lock.Extend(t.Context()))
 		requireDuplicate(t, last.get()[1], "a", a)
 		require.NoError(t, lock.Release(t.Context()))
-		old, _, _ := a.Get(core.IdentityKey)
+		old, _, _ := a.Get(driver.IdentityKey)
 
 		a.Stop()
 		a.Start() // empty: no lock, no identity
 		lock, err = l.TryAcquire(t.Context(), "k")
 		require.NoError(t, err)
 		requireDuplicate(t, last.get()[1], "a", a)
-		id, _, _ := a.Get(core.IdentityKey)
+		id, _, _ := a.Get(driver.IdentityKey)
 		assert.NotEqual(t, old, id, "a new identity")
 		b.Stop()
 		err = lock.Extend(t.Context())
@@ -251,8 +252,8 @@ func TestOneServerOneVote(t *testing.T) {
 			"a-again is a server of its own now")
 		b.Stop()
 		require.NoError(t, lock.Extend(t.Context()), "a and c are a quorum")
-		idA, _, _ := a.Get(core.IdentityKey)
-		idC, _, _ := c.Get(core.IdentityKey)
+		idA, _, _ := a.Get(driver.IdentityKey)
+		idC, _, _ := c.Get(driver.IdentityKey)
 		assert.NotEqual(t, idA, idC)
 	})
 }
@@ -265,7 +266,7 @@ func TestIdentityCost(t *testing.T) {
 	identified(t, l)
 	for i, n := range nodes {
 		assert.Equal(t, 3-i, n.Calls().Identifies, "node %d: its own, and one for each node after it", i)
-		id, _, ok := n.Get(core.IdentityKey)
+		id, _, ok := n.Get(driver.IdentityKey)
 		require.True(t, ok)
 		assert.Len(t, id, 27, "a lock value's randomness")
 		assert.Empty(t, n.Keys(), "Keys leaves out the identity, as the birth key")
@@ -305,7 +306,7 @@ func TestIdentityCheckedAgainAfterFailure(t *testing.T) {
 		return out
 	}
 	require.Equal(t, []int{3, 2, 1}, checks(), "see TestIdentityCost")
-	id, _, _ := nodes[0].Get(core.IdentityKey)
+	id, _, _ := nodes[0].Get(driver.IdentityKey)
 
 	nodes[0].Stop()
 	require.NoError(t, lock.Extend(t.Context()))
@@ -315,7 +316,7 @@ func TestIdentityCheckedAgainAfterFailure(t *testing.T) {
 	// By SHA, then by source: the restart emptied the script cache.
 	assert.Equal(t, []int{5, 2, 1}, checks(), "checked again at its first yes after the failure, and its identity is known")
 	assert.Equal(t, core.OutcomeOK, last.get()[0].Outcome)
-	again, _, _ := nodes[0].Get(core.IdentityKey)
+	again, _, _ := nodes[0].Get(driver.IdentityKey)
 	assert.Equal(t, id, again, "the server kept its identity")
 	require.NoError(t, lock.Extend(t.Context()))
 	assert.Equal(t, []int{5, 2, 1}, checks(), "and not after")
@@ -346,14 +347,14 @@ var errNoPerm = errors.New("NOPERM this user has no permissions to access the 'q
 type noIdentity struct{ *memory.Node }
 
 func (n *noIdentity) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	if script == core.ScriptIdentify.Source() {
+	if script == driver.ScriptIdentify.Source() {
 		return nil, errNoPerm
 	}
 	return n.Node.Eval(ctx, script, keys, args)
 }
 
 func (n *noIdentity) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	if sha == core.ScriptIdentify.SHA() {
+	if sha == driver.ScriptIdentify.SHA() {
 		return nil, errNoPerm
 	}
 	return n.Node.EvalSHA(ctx, sha, keys, args)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -315,7 +316,7 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 					votes[i].err = err
 				}
 			} else {
-				if b, ok := l.nodes[j].(Batcher); ok {
+				if b, ok := l.nodes[j].(driver.Batcher); ok {
 					l.extendBatched(ctx, j, b, locks, ttl, votes)
 				} else {
 					l.extendEach(ctx, j, locks, ttl, votes)
@@ -345,31 +346,31 @@ type vote struct {
 // extendBatched sends the extensions to node i in one batch, by SHA once
 // the node has the script, and again by source for the calls that met
 // NOSCRIPT.
-func (l *Locker) extendBatched(ctx context.Context, i int, b Batcher, locks []*Lock, ttl string, votes []vote) {
-	s := ScriptExtend
-	byHash := l.loaded[i].Load()&s.bit != 0
-	calls := make([]Call, len(locks))
+func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, ttl string, votes []vote) {
+	s := driver.ScriptExtend
+	byHash := l.loaded[i].Load()&bit(s) != 0
+	calls := make([]driver.Call, len(locks))
 	for j, k := range locks {
-		calls[j] = Call{Keys: []string{k.rkey}, Args: []string{k.value, ttl}}
+		calls[j] = driver.Call{Keys: []string{k.rkey}, Args: []string{k.value, ttl}}
 		if byHash {
-			calls[j].SHA = s.sha
+			calls[j].SHA = s.SHA()
 		} else {
-			calls[j].Source = s.source
+			calls[j].Source = s.Source()
 		}
 	}
 	b.EvalBatch(ctx, calls)
 	var missing []int
 	node := l.nodes[i]
 	for j := range calls {
-		if calls[j].Err != nil && node.Classify(calls[j].Err) == KindNoScript {
+		if calls[j].Err != nil && node.Classify(calls[j].Err) == driver.KindNoScript {
 			missing = append(missing, j)
 		}
 	}
 	if len(missing) > 0 {
-		l.loaded[i].And(^s.bit)
-		again := make([]Call, len(missing))
+		l.loaded[i].And(^bit(s))
+		again := make([]driver.Call, len(missing))
 		for x, j := range missing {
-			again[x] = Call{Source: s.source, Keys: calls[j].Keys, Args: calls[j].Args}
+			again[x] = driver.Call{Source: s.Source(), Keys: calls[j].Keys, Args: calls[j].Args}
 		}
 		b.EvalBatch(ctx, again)
 		for x, j := range missing {
@@ -378,7 +379,7 @@ func (l *Locker) extendBatched(ctx context.Context, i int, b Batcher, locks []*L
 	}
 	for j := range calls {
 		if calls[j].Err == nil {
-			l.loaded[i].Or(s.bit)
+			l.loaded[i].Or(bit(s))
 			votes[j].ok, votes[j].err = voteOf(s, calls[j].Reply)
 		} else {
 			votes[j].err = calls[j].Err
@@ -394,7 +395,7 @@ func (l *Locker) extendEach(ctx context.Context, i int, locks []*Lock, ttl strin
 		wg.Go(func() {
 			for j := range next {
 				k := locks[j]
-				votes[j].ok, votes[j].err = l.scriptVote(ctx, i, ScriptExtend, []string{k.rkey}, []string{k.value, ttl})
+				votes[j].ok, votes[j].err = l.scriptVote(ctx, i, driver.ScriptExtend, []string{k.rkey}, []string{k.value, ttl})
 			}
 		})
 	}

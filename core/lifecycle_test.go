@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"strconv"
 	"testing"
@@ -300,9 +301,9 @@ func (p plainNode) EvalSHA(ctx context.Context, sha string, keys, args []string)
 func (p plainNode) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	return p.n.Eval(ctx, script, keys, args)
 }
-func (p plainNode) Classify(err error) core.ErrorKind { return p.n.Classify(err) }
-func (p plainNode) String() string                    { return p.n.String() }
-func (p plainNode) Close() error                      { return p.n.Close() }
+func (p plainNode) Classify(err error) driver.ErrorKind { return p.n.Classify(err) }
+func (p plainNode) String() string                      { return p.n.String() }
+func (p plainNode) Close() error                        { return p.n.Close() }
 
 // noRaise is a node on which the fencing raise fails.
 type noRaise struct{ plainNode }
@@ -310,14 +311,14 @@ type noRaise struct{ plainNode }
 var errNoRaise = errors.New("raise refused")
 
 func (n noRaise) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	if sha == core.ScriptRaiseFence.SHA() {
+	if sha == driver.ScriptRaiseFence.SHA() {
 		return nil, errNoRaise
 	}
 	return n.plainNode.EvalSHA(ctx, sha, keys, args)
 }
 
 func (n noRaise) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	if script == core.ScriptRaiseFence.Source() {
+	if script == driver.ScriptRaiseFence.Source() {
 		return nil, errNoRaise
 	}
 	return n.plainNode.Eval(ctx, script, keys, args)
@@ -495,7 +496,7 @@ func TestFencing(t *testing.T) {
 	})
 	t.Run("the second step raises the counters", func(t *testing.T) {
 		l, nodes := newLocker(t, 3, core.WithFencing())
-		fence, ok := core.FenceKey("k")
+		fence, ok := driver.FenceKey("k")
 		require.True(t, ok)
 		nodes[0].Set(fence, "10", 0)
 		lock, err := l.Acquire(t.Context(), "k")
@@ -543,7 +544,7 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		first := lock.Token()
 		require.NoError(t, lock.Release(t.Context()))
-		fence, _ := core.FenceKey("k")
+		fence, _ := driver.FenceKey("k")
 		for i, n := range nodes {
 			v, _, ok := n.Get(fence)
 			require.True(t, ok, "node %d", i)
@@ -570,7 +571,7 @@ func TestFencing(t *testing.T) {
 			lock, err := l.Acquire(t.Context(), "k")
 			require.NoError(t, err)
 			assert.LessOrEqual(t, time.Since(start), core.DefaultNodeTimeout, "at most the acquisition's own wait for E")
-			fence, _ := core.FenceKey("k")
+			fence, _ := driver.FenceKey("k")
 			v, _, ok := nodes[3].Get(fence)
 			require.True(t, ok)
 			assert.Equal(t, strconv.FormatInt(lock.Token(), 10), v, "D knows the token")
@@ -583,7 +584,7 @@ func TestFencing(t *testing.T) {
 		l, err := core.New(wrapped, core.WithFencing(), core.WithTries(1))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, l.Close()) }()
-		fence, _ := core.FenceKey("k")
+		fence, _ := driver.FenceKey("k")
 		nodes[0].Set(fence, "10", 0) // the counters disagree: a raise is needed
 		_, err = l.Acquire(t.Context(), "k")
 		require.ErrorIs(t, err, core.ErrUnavailable)
@@ -595,13 +596,13 @@ func TestFencing(t *testing.T) {
 	})
 	t.Run("keys", func(t *testing.T) {
 		for _, k := range []string{"orders:42", "{user:1}:lock", "a{b}c", "{", "é"} {
-			fence, ok := core.FenceKey(k)
+			fence, ok := driver.FenceKey(k)
 			require.True(t, ok, k)
-			assert.Equal(t, core.HashSlot(k), core.HashSlot(fence), k)
+			assert.Equal(t, driver.HashSlot(k), driver.HashSlot(fence), k)
 			assert.NotEqual(t, k, fence)
 		}
 		for _, k := range []string{"a}b", "{}x"} {
-			_, ok := core.FenceKey(k)
+			_, ok := driver.FenceKey(k)
 			assert.False(t, ok, k)
 		}
 		l, _ := newLocker(t, 1, core.WithFencing())
@@ -673,7 +674,7 @@ func TestWakeOnRelease(t *testing.T) {
 				return []int{nodes[0].Calls().Acquires, nodes[1].Calls().Acquires, nodes[2].Calls().Acquires}
 			}
 			assert.Equal(t, []int{1, 1, 1}, acquires())
-			q, _ := core.QueueKey("k")
+			q, _ := driver.QueueKey("k")
 			assert.Contains(t, nodes[1].Keys(), q, "queued on the herald")
 			time.Sleep(delay / 2)
 			synctest.Wait()
@@ -747,7 +748,7 @@ func TestWaitQueue(t *testing.T) {
 		return ls
 	}
 	queueOnHerald := func(nodes []*memory.Node) bool {
-		q, _ := core.QueueKey("k")
+		q, _ := driver.QueueKey("k")
 		return slices.Contains(nodes[1].Keys(), q) // "a" is first by name
 	}
 
@@ -947,14 +948,14 @@ func (n *slowRelease) wait(ctx context.Context, release bool) error {
 }
 
 func (n *slowRelease) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	if err := n.wait(ctx, sha == core.ScriptRelease.SHA()); err != nil {
+	if err := n.wait(ctx, sha == driver.ScriptRelease.SHA()); err != nil {
 		return nil, err
 	}
 	return n.Node.EvalSHA(ctx, sha, keys, args)
 }
 
 func (n *slowRelease) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	if err := n.wait(ctx, script == core.ScriptRelease.Source()); err != nil {
+	if err := n.wait(ctx, script == driver.ScriptRelease.Source()); err != nil {
 		return nil, err
 	}
 	return n.Node.Eval(ctx, script, keys, args)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ type Lock struct {
 	cause    error         // why the lock ended; nil while held
 	done     chan struct{} // made on demand; closed when the lock ends
 	hooks    []*endHook    // called when the lock ends
-	timer    Timer         // fires at the deadline while someone watches
+	timer    driver.Timer  // fires at the deadline while someone watches
 	released []NodeResult  // the last release's results while it may be tried again
 	keptErr  error         // the keep-alive's last failed extension
 	capped   bool          // the keep-alive stopped at the maximum hold time
@@ -531,7 +532,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	kv := []string{k.rkey, k.value, l.ttlMillis}
 	keys, args := kv[:1:1], kv[1:]
 	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
-		return l.scriptVote(ctx, i, ScriptExtend, keys, args)
+		return l.scriptVote(ctx, i, driver.ScriptExtend, keys, args)
 	})
 	if qe := k.settleExtend(ctx, start, l.o.clock.Now(), deadline, results); qe != nil {
 		qe.Context = contextError(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"slices"
 	"strconv"
@@ -11,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/quorumlock/quorumlock/internal/nilness"
 )
 
 // Locker acquires Redlock locks over a fixed set of independent nodes.
@@ -75,7 +74,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	names := make([]string, len(nodes))
 	seen := make(map[string]int, len(nodes))
 	for i, n := range nodes {
-		if nilness.IsNil(n) {
+		if driver.IsNil(n) {
 			return nil, invalid("node %d is nil", i)
 		}
 		names[i] = n.String()
@@ -112,7 +111,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	}
 	slices.SortFunc(l.order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
 	l.herald = l.order[0]
-	_, watcher := nodes[l.herald].(Watcher)
+	_, watcher := nodes[l.herald].(driver.Watcher)
 	l.wake = o.wake && watcher
 	queueTTL := o.ttl
 	if queueTTL <= math.MaxInt64/queueTTLFactor {
@@ -132,7 +131,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		l.guarded = make([]bool, len(nodes))
 		watched := false
 		for i, n := range nodes {
-			s, ok := n.(Sharded)
+			s, ok := n.(driver.Sharded)
 			l.guarded[i] = !ok || !s.Sharded()
 			watched = watched || l.guarded[i]
 		}
@@ -207,7 +206,7 @@ func (l *Locker) Adopt(ctx context.Context, nodes ...string) error {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 			defer cancel()
-			if _, err := l.eval(cctx, i, ScriptAdopt, []string{BirthKey}, nil); err != nil {
+			if _, err := l.eval(cctx, i, driver.ScriptAdopt, []string{driver.BirthKey}, nil); err != nil {
 				errs[i] = fmt.Errorf("node %s: %w", l.names[i], err)
 			}
 		})
@@ -287,15 +286,15 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 
 	rkey := l.o.keyPrefix + key
 	switch rkey {
-	case BirthKey:
+	case driver.BirthKey:
 		return nil, invalid("key %q is reserved for the restart guard (BirthKey)", rkey)
-	case IdentityKey:
+	case driver.IdentityKey:
 		return nil, invalid("key %q is reserved for the servers' identities (IdentityKey)", rkey)
 	}
 	var fence string
 	if l.o.fencing {
 		var ok bool
-		if fence, ok = FenceKey(rkey); !ok {
+		if fence, ok = driver.FenceKey(rkey); !ok {
 			name := strconv.Quote(key)
 			if l.o.keyPrefix != "" {
 				name += " (with the key prefix: " + strconv.Quote(rkey) + ")"
@@ -308,7 +307,7 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	var me *waiter
 	// A key whose wait queue cannot share its cluster slot has no queue:
 	// its waiters poll, since no release would hand it to them.
-	qkey, hasQueue := QueueKey(rkey)
+	qkey, hasQueue := driver.QueueKey(rkey)
 	handoff := l.wake && hasQueue
 	var woken wakeKind // what woke the waiter for this round
 	// A Locker that just handed this key to a queued waiter does not race
@@ -507,7 +506,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// One run only: the script is not idempotent, and a ticket queued
 	// twice would be popped twice.
-	a, err := l.scriptAnswerOnce(cctx, l.herald, ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
+	a, err := l.scriptAnswerOnce(cctx, l.herald, driver.ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
 	cancel()
 	if err != nil || a == 0 {
 		// A call that failed may have queued it: a notice for a dropped
@@ -525,7 +524,7 @@ func (l *Locker) dequeue(ctx context.Context, me *waiter, qkey string) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
-	_, _ = l.scriptAnswerOnce(cctx, l.herald, ScriptDequeue, []string{qkey}, []string{ticket})
+	_, _ = l.scriptAnswerOnce(cctx, l.herald, driver.ScriptDequeue, []string{qkey}, []string{ticket})
 	cancel()
 }
 
@@ -778,18 +777,18 @@ func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []int64) {
 		fenced = []string{rkey, fence}
 	}
 	if l.guarded != nil {
-		guarded = []string{rkey, BirthKey, fence}
+		guarded = []string{rkey, driver.BirthKey, fence}
 		if fence == "" {
 			guarded = guarded[:2]
 		}
 	}
 	return func(ctx context.Context, i int) (bool, error) {
-		s, keys, a := ScriptAcquireGuarded, guarded, args
+		s, keys, a := driver.ScriptAcquireGuarded, guarded, args
 		if l.guarded == nil || !l.guarded[i] {
 			if fence == "" {
 				return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 			}
-			s, keys, a = ScriptAcquireFenced, fenced, args[:2]
+			s, keys, a = driver.ScriptAcquireFenced, fenced, args[:2]
 		}
 		reply, err := l.eval(ctx, i, s, keys, a)
 		if err != nil {
@@ -798,7 +797,7 @@ func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []int64) {
 		c, ok := reply.(int64)
 		switch {
 		case !ok && reply != nil:
-			return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.name)
+			return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.Name())
 		case c < 0:
 			return false, &RestartGuardError{Age: time.Duration(-1-c) * time.Millisecond, MinAge: l.guardMin}
 		case counters != nil:

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"testing"
 	"testing/synctest"
@@ -266,12 +267,12 @@ func TestMisuseCalls(t *testing.T) {
 	})
 	t.Run("birth_key_as_key", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
-		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, core.BirthKey); return err }), core.ErrInvalidArgument,
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, driver.BirthKey); return err }), core.ErrInvalidArgument,
 			`quorumlock: invalid argument: key "quorumlock:birth" is reserved for the restart guard (BirthKey)`)
 	})
 	t.Run("identity_key_as_key", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
-		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, core.IdentityKey); return err }), core.ErrInvalidArgument,
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, driver.IdentityKey); return err }), core.ErrInvalidArgument,
 			`quorumlock: invalid argument: key "quorumlock:node" is reserved for the servers' identities (IdentityKey)`)
 	})
 	t.Run("adopt_unknown_node", func(t *testing.T) {

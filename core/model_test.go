@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -368,7 +369,7 @@ func newWorld(t *testing.T, p *program) *world {
 			nodes[j] = &handle{Node: n, w: w, locker: i, index: j}
 		}
 		opts := []core.Option{
-			core.WithTTL(modelTTL), core.WithClock(countingClock{core.SystemClock(), w}),
+			core.WithTTL(modelTTL), core.WithClock(countingClock{driver.SystemClock(), w}),
 			core.WithNodeTimeout(c.nodeTimeout), core.WithStrategy(allStrategies()[c.strategy]),
 			core.WithWakeOnRelease(c.wake), core.WithoutRestartGuard(),
 		}
@@ -1283,8 +1284,8 @@ var (
 	// batch).
 	underMutex = func() map[string]bool {
 		m := map[string]bool{"batch": true}
-		for _, s := range core.Scripts() {
-			if s == core.ScriptRelease || s.Name() == "identify" {
+		for _, s := range driver.Scripts() {
+			if s == driver.ScriptRelease || s.Name() == "identify" {
 				m[s.SHA()], m[s.Source()] = true, true
 			}
 		}
@@ -1300,7 +1301,7 @@ func (h *handle) enter(script string, args []string) error {
 		h.w.violate("L%d called node %s after its Close", h.locker, h.Node)
 		return memory.ErrClosed
 	}
-	if script == core.ScriptRelease.SHA() || script == core.ScriptRelease.Source() {
+	if script == driver.ScriptRelease.SHA() || script == driver.ScriptRelease.Source() {
 		h.w.mu.Lock()
 		counts := h.w.releases[args[0]]
 		for len(counts) <= h.index {
@@ -1337,7 +1338,7 @@ func (h *handle) Eval(ctx context.Context, script string, keys, args []string) (
 	return h.Node.Eval(ctx, script, keys, args)
 }
 
-func (h *handle) EvalBatch(ctx context.Context, calls []core.Call) {
+func (h *handle) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if err := h.enter("batch", nil); err != nil {
 		for i := range calls {
 			calls[i].Err = err
@@ -1358,7 +1359,7 @@ func (h *handle) Watch(ctx context.Context, channel string, notify func(string))
 // the bubble, counting the timers started (check 5) and the reads (for
 // spinGuard).
 type countingClock struct {
-	core.Clock
+	driver.Clock
 	w *world
 }
 
@@ -1367,12 +1368,12 @@ func (c countingClock) Now() time.Time {
 	return c.Clock.Now()
 }
 
-func (c countingClock) NewTimer(d time.Duration) core.Timer {
+func (c countingClock) NewTimer(d time.Duration) driver.Timer {
 	c.w.wakes.Add(1)
 	return c.Clock.NewTimer(d)
 }
 
-func (c countingClock) AfterFunc(d time.Duration, f func()) core.Timer {
+func (c countingClock) AfterFunc(d time.Duration, f func()) driver.Timer {
 	c.w.wakes.Add(1)
 	return c.Clock.AfterFunc(d, f)
 }

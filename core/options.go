@@ -2,11 +2,11 @@ package core
 
 import (
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"strconv"
 	"time"
 
-	"github.com/quorumlock/quorumlock/internal/nilness"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -68,7 +68,7 @@ type options struct {
 	driftFactor float64
 	nodeTimeout time.Duration
 	keyPrefix   string
-	clock       Clock
+	clock       driver.Clock
 
 	keepAlive      time.Duration // 0: TTL / DefaultKeepAliveDivisor
 	keepAliveRetry RetryPolicy   // nil: JitterDelay(TTL/20, TTL/10)
@@ -89,7 +89,7 @@ func defaultOptions() options {
 		retry:       JitterDelay(DefaultRetryMin, DefaultRetryMax),
 		driftFactor: DefaultDriftFactor,
 		nodeTimeout: DefaultNodeTimeout,
-		clock:       SystemClock(),
+		clock:       driver.SystemClock(),
 		wake:        true,
 	}
 }
@@ -123,7 +123,7 @@ func WithQuorum(q int) Option {
 // Default: strategies.Parallel(), greedy.
 func WithStrategy(s Strategy) Option {
 	name := "WithStrategy(<nil>)"
-	if !nilness.IsNil(s) {
+	if !driver.IsNil(s) {
 		name = "WithStrategy(" + s.String() + ")"
 	}
 	return optionFunc{func(o *options) { o.strategy = s }, name}
@@ -176,7 +176,7 @@ func WithKeyPrefix(prefix string) Option {
 
 // WithClock sets the clock used for validity and retry waits.
 // Default: SystemClock().
-func WithClock(c Clock) Option {
+func WithClock(c driver.Clock) Option {
 	return optionFunc{func(o *options) { o.clock = c }, "WithClock(...)"}
 }
 
@@ -236,7 +236,7 @@ func WithFencing() Option {
 // Default: none; no event is built.
 func WithObserver(o Observer) Option {
 	return optionFunc{func(opts *options) {
-		if !nilness.IsNil(o) {
+		if !driver.IsNil(o) {
 			opts.observers = append(opts.observers, o)
 		}
 	}, fmt.Sprintf("WithObserver(%T)", o)}
@@ -312,7 +312,7 @@ func (o *options) validate(n int) error {
 	if o.quorum <= n/2 || o.quorum > n {
 		return invalid("quorum %d is impossible for %d nodes: it must be in [%d, %d] (WithQuorum)", o.quorum, n, n/2+1, n)
 	}
-	if nilness.IsNil(o.strategy) {
+	if driver.IsNil(o.strategy) {
 		return invalid("strategy is nil (WithStrategy)")
 	}
 	if o.tries < 1 {
@@ -321,7 +321,7 @@ func (o *options) validate(n int) error {
 	if o.retry == nil {
 		return invalid("retry policy is nil (WithRetryDelay)")
 	}
-	if nilness.IsNil(o.clock) {
+	if driver.IsNil(o.clock) {
 		return invalid("clock is nil (WithClock)")
 	}
 	limit := o.ttl - o.drift() - o.nodeTimeout

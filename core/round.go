@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +73,7 @@ func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout 
 		return OutcomeRefused, nil
 	case cut:
 		return OutcomeCanceled, nil
-	case timedOut || node.Classify(err) == KindContext:
+	case timedOut || node.Classify(err) == driver.KindContext:
 		return OutcomeFailed, timeoutError(timeout, node, err)
 	default:
 		return OutcomeFailed, err
@@ -95,7 +96,7 @@ func (l *Locker) blankResults() []NodeResult {
 }
 
 func timeoutError(after time.Duration, n Node, err error) error {
-	if n.Classify(err) == KindContext || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if n.Classify(err) == driver.KindContext || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	return &nodeTimeoutError{after: after, err: err}
@@ -143,8 +144,8 @@ func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool,
 	herald := -1
 	if notify {
 		herald = l.herald
-		st.kv[3] = ReleaseChannel(key)
-		if q, ok := QueueKey(key); ok {
+		st.kv[3] = driver.ReleaseChannel(key)
+		if q, ok := driver.QueueKey(key); ok {
 			st.kv[1] = q
 		}
 	}
@@ -154,13 +155,13 @@ func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool,
 		}
 		kv := &st.kv
 		if i != herald {
-			return l.scriptVote(ctx, i, ScriptRelease, kv[:1], kv[2:3])
+			return l.scriptVote(ctx, i, driver.ScriptRelease, kv[:1], kv[2:3])
 		}
 		keys := kv[:1]
 		if kv[1] != "" {
 			keys = kv[:2]
 		}
-		a, err := l.scriptAnswer(ctx, i, ScriptRelease, keys, kv[2:4])
+		a, err := l.scriptAnswer(ctx, i, driver.ScriptRelease, keys, kv[2:4])
 		st.answer.Store(a)
 		return a > 0, err
 	})

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -33,7 +34,7 @@ func TestRule1Value(t *testing.T) {
 		require.NoError(t, err)
 		raw, err := base64.RawURLEncoding.DecodeString(lock.Value())
 		require.NoError(t, err)
-		assert.Len(t, raw, core.ValueBytes)
+		assert.Len(t, raw, driver.ValueBytes)
 		assert.False(t, seen[lock.Value()], "value repeated after %d acquisitions", i)
 		seen[lock.Value()] = true
 		for _, n := range nodes {

@@ -12,7 +12,7 @@ import (
 	"github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/fxmodule"
 )
 
@@ -21,23 +21,23 @@ import (
 // capabilities.
 func TestBuiltNodesOwnTheirClients(t *testing.T) {
 	addr := servers(t)[0]
-	for _, driver := range drivers {
-		t.Run(driver, func(t *testing.T) {
+	for _, name := range drivers {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
-			nodes, err := fxmodule.BuildNodes(fxmodule.Config{Driver: driver, Addrs: []string{addr}})
+			nodes, err := fxmodule.BuildNodes(fxmodule.Config{Driver: name, Addrs: []string{addr}})
 			require.NoError(t, err)
 			require.Len(t, nodes, 1)
 			node := nodes[0]
 			assert.Equal(t, addr, node.String())
-			assert.Implements(t, (*core.Batcher)(nil), node)
-			assert.Implements(t, (*core.Watcher)(nil), node)
+			assert.Implements(t, (*driver.Batcher)(nil), node)
+			assert.Implements(t, (*driver.Watcher)(nil), node)
 			reply, err := node.Eval(ctx, "return 1", nil, nil)
 			require.NoError(t, err)
 			assert.Equal(t, int64(1), reply)
 
 			require.NoError(t, node.Close())
-			switch driver {
+			switch name {
 			case fxmodule.DriverGoRedis:
 				rdb := node.(interface{ Client() goredis.Client }).Client().(*redis.Client)
 				assert.ErrorIs(t, rdb.Ping(ctx).Err(), redis.ErrClosed)
@@ -91,14 +91,14 @@ func TestPassword(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
 	require.NoError(t, plainClient(t, srv.Addr()).ConfigSet(testCtx(t), "requirepass", "s3cret").Err())
 	addrs := []string{srv.Addr()}
-	for _, driver := range drivers {
-		t.Run(driver, func(t *testing.T) {
-			app, _ := newApp(t, fxmodule.Config{Driver: driver, Addrs: addrs})
+	for _, name := range drivers {
+		t.Run(name, func(t *testing.T) {
+			app, _ := newApp(t, fxmodule.Config{Driver: name, Addrs: addrs})
 			err := app.Start(testCtx(t))
 			require.Error(t, err, "no password")
 			assert.ErrorContains(t, err, "NOAUTH")
 
-			app, locker := newApp(t, fxmodule.Config{Driver: driver, Addrs: addrs, Username: "default", Password: "s3cret"})
+			app, locker := newApp(t, fxmodule.Config{Driver: name, Addrs: addrs, Username: "default", Password: "s3cret"})
 			app.RequireStart()
 			ctx := testCtx(t)
 			lock, err := locker.Acquire(ctx, "fxmodule:"+t.Name())

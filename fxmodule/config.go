@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
@@ -376,7 +377,7 @@ func ConfigFromEnv(prefix string) (Config, error) {
 	if v := os.Getenv(prefix + "_ADOPT_NODES"); v != "" {
 		errs = append(errs, fmt.Errorf("%s_ADOPT_NODES is no longer read: left set, it adopted the servers at every start, "+
 			"which turns the restart guard off after a crash; adopt a fresh deployment once with core.Locker.Adopt "+
-			"or redis-cli SET %s 0, and unset it", prefix, core.BirthKey))
+			"or redis-cli SET %s 0, and unset it", prefix, driver.BirthKey))
 	}
 	cv := reflect.ValueOf(&c).Elem()
 	for _, f := range reflect.VisibleFields(cv.Type()) {

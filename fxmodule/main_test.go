@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/internal/leakwait"
 )
 
 // The tests share three redis-server processes, started by the first test
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	if code == 0 {
-		if err := leakwait.Find(leakwait.DefaultGrace); err != nil {
+		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
 			code = 1
 		}

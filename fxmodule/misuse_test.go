@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/fxmodule"
-	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 // The subtests of TestMisuseFxmodule are rows of the table "Bad input and
@@ -33,37 +33,37 @@ func TestMisuseFxmodule(t *testing.T) {
 	t.Run("no_addresses", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			`fxmodule: Config.Addrs is empty and no node was contributed to group "quorumlock.nodes": give the servers' addresses`)
 	})
 	t.Run("unknown_driver", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Driver: "jedis", Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			`fxmodule: Config.Driver: unknown driver "jedis": want goredis, redigo or rueidis`)
 	})
 	t.Run("unknown_strategy", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Strategy: "random", Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			`fxmodule: Config.Strategy: unknown strategy "random": want parallel, sequential or failfast`)
 	})
 	t.Run("redigo_cluster", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Driver: "redigo", Cluster: true, Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			"fxmodule: Config.Cluster: redigo has no Redis Cluster client; use driver goredis or rueidis for a cluster")
 	})
 	t.Run("empty_address", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Addrs: []string{"127.0.0.1:1", " "}})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			"fxmodule: Config.Addrs: address 1 is empty")
 	})
 	t.Run("negative_value", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{TTL: -time.Second, Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: Config.TTL: -1s is negative")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: Config.TTL: -1s is negative")
 		require.ErrorContains(t, newFails(t, fxmodule.Config{Tries: -1, Addrs: some}), "fxmodule: Config.Tries: -1 is negative")
 		err = newFails(t, fxmodule.Config{NodeTimeout: -time.Millisecond, Quorum: -2, Addrs: some})
 		require.ErrorContains(t, err, "fxmodule: Config.NodeTimeout: -1ms is negative")
@@ -72,21 +72,21 @@ func TestMisuseFxmodule(t *testing.T) {
 	t.Run("retry_max_below_min", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{RetryMin: time.Second, RetryMax: time.Millisecond, Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			"fxmodule: Config.RetryMax: 1ms is less than the minimum retry delay 1s (Config.RetryMin)")
 	})
 	t.Run("core_refuses_the_config", func(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Driver: fxmodule.DriverGoRedis, Quorum: 1, Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: quorumlock: invalid argument: quorum 1 is impossible for 3 nodes")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: quorumlock: invalid argument: quorum 1 is impossible for 3 nodes")
 		err = newFails(t, fxmodule.Config{Driver: fxmodule.DriverGoRedis, TTL: time.Second, NodeTimeout: 2 * time.Second, Addrs: some})
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: quorumlock: invalid argument: node timeout 2s must be less than TTL - drift")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: quorumlock: invalid argument: node timeout 2s must be less than TTL - drift")
 	})
 	t.Run("bad_env_variable", func(t *testing.T) {
 		t.Setenv("QUORUMLOCK_TTL", "10")
 		t.Setenv("QUORUMLOCK_TRIES", "many")
 		_, err := fxmodule.ConfigFromEnv("")
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, `fxmodule: configuration from the environment: QUORUMLOCK_TTL: "10" is not a duration (want a Go duration such as 10s or 50ms)`)
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, `fxmodule: configuration from the environment: QUORUMLOCK_TTL: "10" is not a duration (want a Go duration such as 10s or 50ms)`)
 		require.ErrorContains(t, err, `QUORUMLOCK_TRIES: "many" is not an integer`, "every bad variable is named at once")
 	})
 	t.Run("unreachable_at_start", func(t *testing.T) {

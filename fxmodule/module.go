@@ -17,6 +17,7 @@ import (
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // The value groups the module reads.
@@ -232,7 +233,7 @@ const pingSHA = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
 func ping(ctx context.Context, n core.Node) error {
 	reply, err := n.EvalSHA(ctx, pingSHA, nil, nil)
 	switch {
-	case err != nil && n.Classify(err) == core.KindNoScript:
+	case err != nil && n.Classify(err) == driver.KindNoScript:
 		return nil
 	case err != nil:
 		return err

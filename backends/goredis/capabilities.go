@@ -9,13 +9,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 var (
-	_ core.Batcher = (*Node)(nil)
-	_ core.Watcher = (*Node)(nil)
+	_ driver.Batcher = (*Node)(nil)
+	_ driver.Watcher = (*Node)(nil)
 )
 
 // pipeliner is the part of a go-redis client that EvalBatch pipelines
@@ -30,24 +29,24 @@ type subscriber interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// EvalBatch implements core.Batcher: it sends every call (EVAL when its
+// EvalBatch implements driver.Batcher: it sends every call (EVAL when its
 // Source is set, else EVALSHA) in one go-redis pipeline, one round trip; on
 // a *redis.ClusterClient, go-redis sends each call to the master of its
 // keys' slot, one pipeline per master. A call's error (NOSCRIPT among
 // them) is its own; the others still run. A context that has already
 // ended sends nothing. A client without Pipeline (a Client implemented
 // by the user) gets the calls one by one, in order.
-func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if len(calls) == 0 {
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		nodeutil.FailAll(calls, err)
+		driver.FailAll(calls, err)
 		return
 	}
 	p, ok := n.client.(pipeliner)
 	if !ok {
-		nodeutil.EvalEach(ctx, n, calls)
+		driver.EvalEach(ctx, n, calls)
 		return
 	}
 	pipe := p.Pipeline()
@@ -75,7 +74,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 	}
 }
 
-// Watch implements core.Watcher with a go-redis PubSub: SUBSCRIBE channel
+// Watch implements driver.Watcher with a go-redis PubSub: SUBSCRIBE channel
 // on a connection of its own, and Watch returns once the server has
 // confirmed it (or with the error, when ctx ends first or the subscription
 // fails). A goroutine then receives the messages and calls notify with each
@@ -141,7 +140,7 @@ func (w *watch) run(ctx context.Context) {
 	defer close(w.done)
 	confirmed := false
 	rctx := ctx
-	backoff := nodeutil.MinBackoff
+	backoff := driver.MinBackoff
 	for {
 		msg, err := w.ps.Receive(rctx)
 		if err != nil {
@@ -165,7 +164,7 @@ func (w *watch) run(ctx context.Context) {
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, nodeutil.MaxBackoff)
+			backoff = min(2*backoff, driver.MaxBackoff)
 			continue
 		}
 		switch m := msg.(type) {
@@ -173,7 +172,7 @@ func (w *watch) run(ctx context.Context) {
 			if m.Kind != "subscribe" || m.Channel != w.channel {
 				continue
 			}
-			backoff = nodeutil.MinBackoff
+			backoff = driver.MinBackoff
 			if !confirmed {
 				confirmed = true
 				rctx = context.WithoutCancel(ctx)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // plainClient hides every method of a client but those of goredis.Client,
@@ -40,22 +40,22 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	ok, err := n.SetNX(ctx, "k", "mine", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	calls := []core.Call{
-		{Source: core.ScriptExtend.Source(), Keys: []string{"k"}, Args: []string{"mine", "60000"}},
+	calls := []driver.Call{
+		{Source: driver.ScriptExtend.Source(), Keys: []string{"k"}, Args: []string{"mine", "60000"}},
 		{SHA: "0000000000000000000000000000000000000000", Keys: []string{"k"}},
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"theirs"}},
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"theirs"}},
 	}
-	_, err = n.Eval(ctx, core.ScriptRelease.Source(), []string{"other"}, []string{"x"})
+	_, err = n.Eval(ctx, driver.ScriptRelease.Source(), []string{"other"}, []string{"x"})
 	require.NoError(t, err)
 	n.EvalBatch(ctx, calls)
 	require.NoError(t, calls[0].Err)
 	assert.Equal(t, int64(1), calls[0].Reply)
-	assert.Equal(t, core.KindNoScript, n.Classify(calls[1].Err))
+	assert.Equal(t, driver.KindNoScript, n.Classify(calls[1].Err))
 	require.NoError(t, calls[2].Err)
 	assert.Equal(t, int64(0), calls[2].Reply)
 
 	// Without Subscribe, Watch is unsupported.
-	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func(string) {})
+	stop, err := n.Watch(ctx, driver.ReleaseChannel("k"), func(string) {})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Nil(t, stop)
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // DialOption configures Dial.
@@ -124,7 +124,7 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 			return nil, nil, err
 		}
 		nodes = []core.Node{node}
-		return nodes, nodeutil.CloseAll(nodes), nil
+		return nodes, driver.CloseAll(nodes), nil
 	}
 	all := make([]*redis.Options, len(addrs))
 	for i, a := range addrs {
@@ -135,18 +135,18 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 	for _, o := range all {
 		node, err := own(redis.NewClient(o))
 		if err != nil {
-			_ = nodeutil.CloseAll(nodes)()
+			_ = driver.CloseAll(nodes)()
 			return nil, nil, err
 		}
 		nodes = append(nodes, node)
 	}
-	return nodes, nodeutil.CloseAll(nodes), nil
+	return nodes, driver.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
 // and the configuration the options give.
 func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := nodeutil.CheckAddrs("goredis", addrs)
+	addrs, err := driver.CheckAddrs("goredis", addrs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -171,7 +171,7 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 
 // tlsFor returns the TLS configuration of a client of addr, or nil.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	return nodeutil.TLSFor(c.tlsConfig, c.tls, addr)
+	return driver.TLSFor(c.tlsConfig, c.tls, addr)
 }
 
 // optionsFor returns the options of the client of the server at addr.

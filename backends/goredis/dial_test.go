@@ -13,9 +13,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
+	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/leakwait"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // dialServer starts a redis-server for one test.
@@ -166,8 +167,8 @@ func TestDialOptionsAndNames(t *testing.T) {
 	require.Len(t, nodes, 2)
 	assert.Equal(t, "redis.example:6380", nodes[0].String())
 	assert.Equal(t, "10.0.0.2:6379", nodes[1].String())
-	assert.Implements(t, (*core.Batcher)(nil), nodes[0])
-	assert.Implements(t, (*core.Watcher)(nil), nodes[0])
+	assert.Implements(t, (*driver.Batcher)(nil), nodes[0])
+	assert.Implements(t, (*driver.Watcher)(nil), nodes[0])
 	rdb := nodes[0].(interface{ Client() goredis.Client }).Client().(*redis.Client)
 	o := rdb.Options()
 	assert.Equal(t, "u", o.Username)
@@ -188,7 +189,7 @@ func TestDialOptionsAndNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, nodes, 1)
 	assert.Equal(t, "cluster:127.0.0.1:7002,127.0.0.1:7003", nodes[0].String())
-	assert.True(t, nodes[0].(core.Sharded).Sharded())
+	assert.True(t, nodes[0].(driver.Sharded).Sharded())
 	crdb := nodes[0].(interface{ Client() goredis.Client }).Client().(*redis.ClusterClient)
 	assert.Equal(t, 2, crdb.Options().PoolSize)
 	assert.Equal(t, "mine", crdb.Options().TLSConfig.ServerName)
@@ -227,7 +228,7 @@ func TestDialCloseAll(t *testing.T) {
 	require.NoError(t, closeAll(), "idempotent")
 	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
 	require.ErrorIs(t, err, redis.ErrClosed)
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 
 	nodes, closeAll, err = goredis.Dial(addrs)
 	require.NoError(t, err)
@@ -238,7 +239,7 @@ func TestDialCloseAll(t *testing.T) {
 	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
 	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
 	require.NoError(t, closeAll(), "after the Locker's Close")
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithCredentials authenticates; without it, a server with a password

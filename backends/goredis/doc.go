@@ -102,9 +102,9 @@
 //
 // Acquire is SET key value PX ttl NX through Process; the scripts go through
 // EvalSha and Eval. A nil reply becomes a plain result. Errors are returned
-// as go-redis made them: a NOSCRIPT reply is classified core.KindNoScript,
-// context errors core.KindContext, and every other error (connection
-// refused, I/O timeout, redis.ErrClosed, server errors) core.KindNodeFailure.
+// as go-redis made them: a NOSCRIPT reply is classified driver.KindNoScript,
+// context errors driver.KindContext, and every other error (connection
+// refused, I/O timeout, redis.ErrClosed, server errors) driver.KindNodeFailure.
 // The node never retries; go-redis's own retries (MaxRetries) still apply,
 // and core's release of every node after a failed round covers a retried SET
 // whose first reply was lost.
@@ -124,10 +124,10 @@
 //
 // # Compliance
 //
-// *Node implements core.Node and the optional capabilities core.Batcher
+// *Node implements core.Node and the optional capabilities driver.Batcher
 // (EvalBatch sends a batch of script calls in one go-redis pipeline, one
 // round trip; a client without Pipeline gets them one by one) and
-// core.Watcher (Watch subscribes to a release channel on a PubSub
+// driver.Watcher (Watch subscribes to a release channel on a PubSub
 // connection of its own, and stop closes it; a client without Subscribe
 // makes Watch fail with errors.ErrUnsupported, and core then polls).
 package goredis

@@ -1,9 +1,8 @@
 package goredis
 
 import (
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
 )
 
 // clusterAdvice is what a user who gave a Redis Cluster member to a
@@ -13,7 +12,7 @@ const clusterAdvice = "build one node over the whole cluster, goredis.New(redis.
 // explain turns a Redis Cluster reply (MOVED, ASK, CROSSSLOT) that
 // reaches a node over a client of one server into an error that says what
 // is wrong: the server is a cluster member, given where an independent
-// master was expected (see nodeutil.ExplainCluster). A *redis.ClusterClient
+// master was expected (see driver.ExplainCluster). A *redis.ClusterClient
 // follows redirections itself, so one that comes back through it is the
 // cluster's own, left as it is.
 func (n *Node) explain(err error) error {
@@ -23,5 +22,5 @@ func (n *Node) explain(err error) error {
 	if _, ok := n.client.(*redis.ClusterClient); ok {
 		return err
 	}
-	return nodeutil.ExplainCluster(err, clusterAdvice)
+	return driver.ExplainCluster(err, clusterAdvice)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/quorumlock/quorumlock/internal/misusetest"
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 )
 
 func TestExplainClusterReplies(t *testing.T) {
@@ -18,7 +18,7 @@ func TestExplainClusterReplies(t *testing.T) {
 	defer cluster.Close()
 
 	n := &Node{client: single}
-	misusetest.RequireExplains(t, n.explain, moved, "redis.NewClusterClient(goredis.ClusterOptions(addrs...))")
+	misuse.RequireExplains(t, n.explain, moved, "redis.NewClusterClient(goredis.ClusterOptions(addrs...))")
 
 	c := &Node{client: cluster}
 	assert.Equal(t, moved, c.explain(moved), "a cluster client's own redirection is left alone")

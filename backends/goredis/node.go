@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nilness"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // Client is the part of a go-redis client that a Node uses. *redis.Client,
@@ -134,7 +134,7 @@ func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 // Options method, so a type of the caller's that embeds one of these
 // clients counts as that client.
 func New(client Client, opts ...Option) (*Node, error) {
-	if nilness.IsNil(client) {
+	if driver.IsNil(client) {
 		return nil, fmt.Errorf("%w: goredis: client is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -177,7 +177,7 @@ func describe(client Client) (name string, bounded bool) {
 // Client returns the client the node was built with.
 func (n *Node) Client() Client { return n.client }
 
-// Sharded implements core.Sharded: true for a *redis.ClusterClient (or a
+// Sharded implements driver.Sharded: true for a *redis.ClusterClient (or a
 // type that embeds one), whose keys live on several servers, so that
 // core's restart guard leaves the node out. A client of another type
 // counts as one server.
@@ -222,16 +222,16 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	return v, n.explain(err)
 }
 
-// Classify implements core.Node: NOSCRIPT replies are core.KindNoScript,
-// context errors core.KindContext, and anything else a node failure.
-func (n *Node) Classify(err error) core.ErrorKind {
+// Classify implements core.Node: NOSCRIPT replies are driver.KindNoScript,
+// context errors driver.KindContext, and anything else a node failure.
+func (n *Node) Classify(err error) driver.ErrorKind {
 	switch {
 	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		return core.KindNoScript
+		return driver.KindNoScript
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return core.KindContext
+		return driver.KindContext
 	default:
-		return core.KindNodeFailure
+		return driver.KindNodeFailure
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 // The subtests of TestTopologyGoRedis are rows of the table of client types
@@ -37,7 +37,7 @@ func requireRefused(t *testing.T, client goredis.Client, msg string) {
 	t.Helper()
 	n, err := goredis.New(client)
 	require.Nil(t, n)
-	misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, msg)
+	misuse.RequireMisuse(t, err, core.ErrInvalidArgument, msg)
 	require.ErrorContains(t, err, advice)
 }
 

@@ -4,10 +4,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// ManualClock is a core.Clock that moves only when told to. Give the same
+// ManualClock is a driver.Clock that moves only when told to. Give the same
 // ManualClock to the nodes (WithClock) and to the Locker (core.WithClock) to
 // test expiry and validity without waiting.
 type ManualClock struct {
@@ -16,7 +16,7 @@ type ManualClock struct {
 	timers []*manualTimer
 }
 
-var _ core.Clock = (*ManualClock)(nil)
+var _ driver.Clock = (*ManualClock)(nil)
 
 // NewManualClock returns a clock that reads start until advanced.
 func NewManualClock(start time.Time) *ManualClock {
@@ -73,7 +73,7 @@ func (c *ManualClock) Timers() int {
 }
 
 // NewTimer returns a timer that fires once the clock has advanced by d.
-func (c *ManualClock) NewTimer(d time.Duration) core.Timer {
+func (c *ManualClock) NewTimer(d time.Duration) driver.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &manualTimer{clock: c, when: c.now.Add(d), ch: make(chan time.Time, 1)}
@@ -86,7 +86,7 @@ func (c *ManualClock) NewTimer(d time.Duration) core.Timer {
 }
 
 // AfterFunc calls f in its own goroutine once the clock has advanced by d.
-func (c *ManualClock) AfterFunc(d time.Duration, f func()) core.Timer {
+func (c *ManualClock) AfterFunc(d time.Duration, f func()) driver.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &manualTimer{clock: c, when: c.now.Add(d), fn: f}

@@ -10,6 +10,7 @@ import (
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestConformance(t *testing.T) {
@@ -149,7 +150,7 @@ func (h *handle) Eval(ctx context.Context, script string, keys, args []string) (
 	return h.Node.Eval(ctx, script, keys, args)
 }
 
-func (h *handle) EvalBatch(ctx context.Context, calls []core.Call) {
+func (h *handle) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if h.closed.Load() {
 		for i := range calls {
 			calls[i].Err = memory.ErrClosed

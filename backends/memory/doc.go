@@ -30,15 +30,15 @@
 // # Scripts
 //
 // The node cannot run Lua. It recognises the lock protocol's scripts
-// (core.Scripts) by their SHA1 and carries out their semantics; any other
+// (driver.Scripts) by their SHA1 and carries out their semantics; any other
 // script is an error. Like Redis, it answers EVALSHA with NOSCRIPT until the
 // script has been sent once with EVAL, so core's fallback path runs here too.
 //
 // # Compliance
 //
-// *Node implements core.Node and both optional capabilities: core.Batcher
+// *Node implements core.Node and both optional capabilities: driver.Batcher
 // (a batch pays the node's faults once, as one round trip does) and
-// core.Watcher (in-process subscriptions: a release of a key through this
+// driver.Watcher (in-process subscriptions: a release of a key through this
 // node that hands it to a queued ticket notifies the watchers of the
 // ticket owner's channel, which is how Lockers sharing memory nodes hand a
 // lock over at once; the wait queue is a list kept natively). StartKeepingData brings a

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// Errors a Node returns. Classify maps ErrNoScript to core.KindNoScript,
-// context errors to core.KindContext, and every other error to
-// core.KindNodeFailure.
+// Errors a Node returns. Classify maps ErrNoScript to driver.KindNoScript,
+// context errors to driver.KindContext, and every other error to
+// driver.KindNodeFailure.
 var (
 	// ErrDown is returned while the node is stopped.
 	ErrDown = errors.New("memory: node is down")
@@ -38,7 +38,7 @@ var (
 // core.Node and is safe for concurrent use.
 type Node struct {
 	name    string
-	clock   core.Clock
+	clock   driver.Clock
 	started time.Time // when the node last started: its data began then
 
 	mu          sync.Mutex
@@ -55,9 +55,9 @@ type Node struct {
 }
 
 var (
-	_ core.Node    = (*Node)(nil)
-	_ core.Batcher = (*Node)(nil)
-	_ core.Watcher = (*Node)(nil)
+	_ core.Node      = (*Node)(nil)
+	_ driver.Batcher = (*Node)(nil)
+	_ driver.Watcher = (*Node)(nil)
 )
 
 type subscription struct{ notify func(message string) }
@@ -74,7 +74,7 @@ func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Befor
 // counts once in Batches and each of its calls in EvalSHA or Eval.
 // Acquires counts the acquisition attempts among them, whatever their form:
 // SET NX, or the fenced or restart-guarded acquisition script; Identifies
-// counts core's identity checks among the scripts (core.ScriptIdentify).
+// counts core's identity checks among the scripts (driver.ScriptIdentify).
 type Calls struct {
 	SetNX, EvalSHA, Eval, Batches, Watches int
 	Acquires, Identifies                   int
@@ -102,8 +102,8 @@ func WithName(name string) Option {
 
 // WithClock sets the clock the node's key expiry follows; nil keeps the
 // default. Latency and pauses always run on real time.
-// Default: core.SystemClock().
-func WithClock(c core.Clock) Option {
+// Default: driver.SystemClock().
+func WithClock(c driver.Clock) Option {
 	return option{func(n *Node) {
 		if c != nil {
 			n.clock = c
@@ -117,14 +117,14 @@ var counter atomic.Int64
 func New(opts ...Option) *Node {
 	n := &Node{
 		name:    "memory-" + strconv.FormatInt(counter.Add(1), 10),
-		clock:   core.SystemClock(),
+		clock:   driver.SystemClock(),
 		data:    make(map[string]entry),
 		scripts: make(map[string]struct{}),
 		subs:    make(map[string]map[*subscription]struct{}),
 	}
 	// A new node is adopted: it cannot have held a lock before it existed.
 	// Start, the restart without persistence, forgets this as Redis does.
-	n.data[core.BirthKey] = entry{value: "0"}
+	n.data[driver.BirthKey] = entry{value: "0"}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(n)
@@ -168,14 +168,14 @@ func (n *Node) Close() error {
 }
 
 // Classify implements core.Node.
-func (n *Node) Classify(err error) core.ErrorKind {
+func (n *Node) Classify(err error) driver.ErrorKind {
 	switch {
 	case errors.Is(err, ErrNoScript):
-		return core.KindNoScript
+		return driver.KindNoScript
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return core.KindContext
+		return driver.KindContext
 	default:
-		return core.KindNodeFailure
+		return driver.KindNodeFailure
 	}
 }
 
@@ -204,10 +204,10 @@ func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	if err := n.enter(ctx, func(c *Calls) {
 		c.EvalSHA++
-		if nodeutil.IsAcquisition(sha, "") {
+		if driver.IsAcquisition(sha, "") {
 			c.Acquires++
 		}
-		if sha == core.ScriptIdentify.SHA() {
+		if sha == driver.ScriptIdentify.SHA() {
 			c.Identifies++
 		}
 	}); err != nil {
@@ -225,10 +225,10 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	if err := n.enter(ctx, func(c *Calls) {
 		c.Eval++
-		if nodeutil.IsAcquisition("", script) {
+		if driver.IsAcquisition("", script) {
 			c.Acquires++
 		}
-		if script == core.ScriptIdentify.Source() {
+		if script == driver.ScriptIdentify.Source() {
 			c.Identifies++
 		}
 	}); err != nil {
@@ -255,10 +255,10 @@ func (n *Node) evalLocked(sha, source string, keys, args []string) (any, []func(
 	return n.run(sha, keys, args)
 }
 
-// EvalBatch implements core.Batcher: the calls pay the node's faults
+// EvalBatch implements driver.Batcher: the calls pay the node's faults
 // (latency, pause, stop) once, as one round trip does, and then run in
 // order.
-func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if err := n.enter(ctx, func(c *Calls) { c.Batches++ }); err != nil {
 		for i := range calls {
 			calls[i].Reply, calls[i].Err = nil, err
@@ -282,7 +282,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 	deliver(notify)
 }
 
-// Watch implements core.Watcher with in-process subscriptions: a release
+// Watch implements driver.Watcher with in-process subscriptions: a release
 // of a key through this node notifies the watchers of its channel.
 func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	if notify == nil {
@@ -337,18 +337,13 @@ func deliver(notify []func()) {
 // functions of the watchers a release published to, for the caller to call
 // once n.mu is unlocked.
 func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
-	var s *core.Script
-	for _, c := range core.Scripts() {
-		if c.SHA() == sha {
-			s = c
-		}
-	}
-	if s == nil {
+	s, ok := driver.ScriptBySHA(sha)
+	if !ok {
 		return nil, nil, fmt.Errorf("memory: script %s is not one of the lock protocol's", sha)
 	}
 	now := n.clock.Now()
 	switch s {
-	case core.ScriptRelease:
+	case driver.ScriptRelease:
 		if len(keys) < 1 || len(keys) > 2 || len(args) < 1 || len(args) > 2 {
 			return nil, nil, errors.New("ERR release script takes 1 or 2 keys and 1 or 2 arguments")
 		}
@@ -364,7 +359,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			}
 		}
 		return int64(1), nil, n.reply()
-	case core.ScriptEnqueue:
+	case driver.ScriptEnqueue:
 		if len(keys) != 2 || len(args) != 3 {
 			return nil, nil, errors.New("ERR enqueue script takes 2 keys and 3 arguments")
 		}
@@ -383,7 +378,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		q.expires = now.Add(ttl)
 		n.data[keys[1]] = q
 		return int64(1), nil, n.reply()
-	case core.ScriptDequeue:
+	case driver.ScriptDequeue:
 		if len(keys) != 1 || len(args) != 1 {
 			return nil, nil, errors.New("ERR dequeue script takes 1 key and 1 argument")
 		}
@@ -400,7 +395,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 		removed := int64(len(q.list) - len(kept))
 		n.setList(keys[0], q, kept)
 		return removed, nil, n.reply()
-	case core.ScriptExtend:
+	case driver.ScriptExtend:
 		if len(keys) != 1 || len(args) != 2 {
 			return nil, nil, errors.New("ERR extend script takes 1 key and 2 arguments")
 		}
@@ -414,7 +409,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			return int64(1), nil, n.reply()
 		}
 		return int64(0), nil, n.reply()
-	case core.ScriptAcquireFenced:
+	case driver.ScriptAcquireFenced:
 		if len(keys) != 2 || len(args) != 2 {
 			return nil, nil, errors.New("ERR acquire-fenced script takes 2 keys and 2 arguments")
 		}
@@ -427,7 +422,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			return nil, nil, err
 		}
 		return answer, nil, n.reply()
-	case core.ScriptAcquireGuarded:
+	case driver.ScriptAcquireGuarded:
 		if len(keys) < 2 || len(keys) > 3 || len(args) != 3 {
 			return nil, nil, errors.New("ERR acquire-guarded script takes 2 or 3 keys and 3 arguments")
 		}
@@ -457,13 +452,13 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			return nil, nil, err
 		}
 		return answer, nil, n.reply()
-	case core.ScriptAdopt:
+	case driver.ScriptAdopt:
 		if len(keys) != 1 || len(args) != 0 {
 			return nil, nil, errors.New("ERR adopt script takes 1 key and no arguments")
 		}
 		n.data[keys[0]] = entry{value: "0"}
 		return int64(1), nil, n.reply()
-	case core.ScriptIdentify:
+	case driver.ScriptIdentify:
 		if len(keys) != 1 || len(args) != 1 {
 			return nil, nil, errors.New("ERR identify script takes 1 key and 1 argument")
 		}
@@ -473,7 +468,7 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			n.data[keys[0]] = e
 		}
 		return e.value, nil, n.reply()
-	case core.ScriptRaiseFence:
+	case driver.ScriptRaiseFence:
 		if len(keys) != 1 || len(args) != 1 {
 			return nil, nil, errors.New("ERR raise-fence script takes 1 key and 1 argument")
 		}
@@ -746,7 +741,7 @@ func (n *Node) Get(key string) (value string, ttl time.Duration, ok bool) {
 }
 
 // Keys returns the live keys, sorted, except the node's own birth key and
-// identity (core.BirthKey and core.IdentityKey, which Get shows): the
+// identity (driver.BirthKey and driver.IdentityKey, which Get shows): the
 // keys that locks left.
 func (n *Node) Keys() []string {
 	n.mu.Lock()
@@ -754,7 +749,7 @@ func (n *Node) Keys() []string {
 	now := n.clock.Now()
 	keys := make([]string, 0, len(n.data))
 	for k, e := range n.data {
-		if e.live(now) && k != core.BirthKey && k != core.IdentityKey {
+		if e.live(now) && k != driver.BirthKey && k != driver.IdentityKey {
 			keys = append(keys, k)
 		}
 	}

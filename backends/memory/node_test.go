@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/backends/memory"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // TestDropConnections: every subscription hears one empty notice, as after
@@ -39,9 +39,9 @@ func TestDropConnections(t *testing.T) {
 	// ticket on its owner's channel ("rel:a" for the ticket "a.1").
 	ctx := context.Background()
 	n.Set("k", "v", time.Minute)
-	_, err := n.Eval(ctx, core.ScriptEnqueue.Source(), []string{"k", "q"}, []string{"a.1", "60000", ""})
+	_, err := n.Eval(ctx, driver.ScriptEnqueue.Source(), []string{"k", "q"}, []string{"a.1", "60000", ""})
 	require.NoError(t, err)
-	_, err = n.Eval(ctx, core.ScriptRelease.Source(), []string{"k", "q"}, []string{"v", "rel"})
+	_, err = n.Eval(ctx, driver.ScriptRelease.Source(), []string{"k", "q"}, []string{"v", "rel"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"", "a.1"}, heard["rel:a"])
 

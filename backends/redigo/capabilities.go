@@ -8,16 +8,15 @@ import (
 
 	"github.com/gomodule/redigo/redis"
 
-	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 var (
-	_ core.Batcher = (*Node)(nil)
-	_ core.Watcher = (*Node)(nil)
+	_ driver.Batcher = (*Node)(nil)
+	_ driver.Watcher = (*Node)(nil)
 )
 
-// EvalBatch implements core.Batcher on one connection borrowed from the
+// EvalBatch implements driver.Batcher on one connection borrowed from the
 // pool: it writes every call (EVAL when its Source is set, else EVALSHA),
 // flushes them in one write and reads the replies in order, each with
 // redis.ReceiveContext, so ctx bounds the wait. A reply that is a Redis
@@ -29,17 +28,17 @@ var (
 // The write itself has no deadline of its own (redigo's Flush takes no
 // context): it only waits when the batch is larger than the socket
 // buffers of a server that does not read.
-func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if len(calls) == 0 {
 		return
 	}
 	if err := ctx.Err(); err != nil {
-		nodeutil.FailAll(calls, err)
+		driver.FailAll(calls, err)
 		return
 	}
 	conn, err := n.pool.GetContext(ctx)
 	if err != nil {
-		nodeutil.FailAll(calls, err)
+		driver.FailAll(calls, err)
 		return
 	}
 	defer conn.Close()
@@ -50,12 +49,12 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 			err = conn.Send("EVALSHA", scriptArgs(c.SHA, c.Keys, c.Args)...)
 		}
 		if err != nil {
-			nodeutil.FailAll(calls, err)
+			driver.FailAll(calls, err)
 			return
 		}
 	}
 	if err := conn.Flush(); err != nil {
-		nodeutil.FailAll(calls, err)
+		driver.FailAll(calls, err)
 		return
 	}
 	for i := range calls {
@@ -64,14 +63,14 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 		if err != nil && !errors.As(err, &re) {
 			// The connection broke or ctx ended: redigo has closed the
 			// connection, and no later reply will come.
-			nodeutil.FailAll(calls[i:], err)
+			driver.FailAll(calls[i:], err)
 			return
 		}
 		calls[i].Reply, calls[i].Err = reply, n.explain(err)
 	}
 }
 
-// Watch implements core.Watcher with a redis.PubSubConn on a connection
+// Watch implements driver.Watcher with a redis.PubSubConn on a connection
 // borrowed from the pool for the whole subscription: SUBSCRIBE channel,
 // and Watch returns once the server has confirmed it (or with the error,
 // when ctx ends first or the subscription fails). A goroutine then reads
@@ -135,7 +134,7 @@ func (n *Node) subscribe(ctx context.Context, channel string) (redis.Conn, error
 // receive calls notify with each message on channel until ctx ends,
 // subscribing again on a new connection when one is lost.
 func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, notify func(message string)) {
-	backoff := nodeutil.MinBackoff
+	backoff := driver.MinBackoff
 	for {
 		psc := redis.PubSubConn{Conn: conn}
 	read:
@@ -156,13 +155,13 @@ func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, not
 				return
 			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, nodeutil.MaxBackoff)
+			backoff = min(2*backoff, driver.MaxBackoff)
 			var err error
 			if conn, err = n.subscribe(ctx, channel); err == nil {
 				break
 			}
 		}
-		backoff = nodeutil.MinBackoff
+		backoff = driver.MinBackoff
 		notify("") // subscribed again: a release may have been missed
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/backends/redigo"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestCapabilitiesOnClosedPool(t *testing.T) {
@@ -22,15 +22,15 @@ func TestCapabilitiesOnClosedPool(t *testing.T) {
 
 	// A watch in place when the pool closes keeps its connection until
 	// stopped, and stop still ends it.
-	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
+	stop, err := n.Watch(t.Context(), driver.ReleaseChannel("k"), func(string) {})
 	require.NoError(t, err)
 	require.NoError(t, pool.Close())
 	stop()
 
-	calls := []core.Call{{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"v"}}}
+	calls := []driver.Call{{SHA: driver.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"v"}}}
 	n.EvalBatch(t.Context(), calls)
 	require.Error(t, calls[0].Err)
-	assert.Equal(t, core.KindNodeFailure, n.Classify(calls[0].Err))
-	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
+	assert.Equal(t, driver.KindNodeFailure, n.Classify(calls[0].Err))
+	_, err = n.Watch(t.Context(), driver.ReleaseChannel("k"), func(string) {})
 	require.Error(t, err)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // DialOption configures Dial.
@@ -119,13 +119,13 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		}
 		nodes = append(nodes, node)
 	}
-	return nodes, nodeutil.CloseAll(nodes), nil
+	return nodes, driver.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
 // and the configuration the options give.
 func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := nodeutil.CheckAddrs("redigo", addrs)
+	addrs, err := driver.CheckAddrs("redigo", addrs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -144,7 +144,7 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 
 // tlsFor returns the TLS configuration of a client of addr, or nil.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	return nodeutil.TLSFor(c.tlsConfig, c.tls, addr)
+	return driver.TLSFor(c.tlsConfig, c.tls, addr)
 }
 
 // poolFor returns the pool of the server at addr.

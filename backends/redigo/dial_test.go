@@ -13,9 +13,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/backends/redigo"
+	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/leakwait"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // dialServer starts a redis-server for one test.
@@ -169,8 +170,8 @@ func TestDialOptionsAndNames(t *testing.T) {
 	require.Len(t, nodes, 1)
 	node := nodes[0]
 	assert.Equal(t, srv.Addr(), node.String())
-	assert.Implements(t, (*core.Batcher)(nil), node)
-	assert.Implements(t, (*core.Watcher)(nil), node)
+	assert.Implements(t, (*driver.Batcher)(nil), node)
+	assert.Implements(t, (*driver.Watcher)(nil), node)
 	pool := node.(interface{ Pool() redigo.Pool }).Pool().(*redis.Pool)
 	assert.Equal(t, 5, pool.MaxActive)
 	assert.Equal(t, 64, pool.MaxIdle, "NewPool's settings")
@@ -232,7 +233,7 @@ func TestDialCloseAll(t *testing.T) {
 	require.NoError(t, closeAll(), "idempotent")
 	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
 	require.ErrorContains(t, err, "closed pool")
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 
 	nodes, closeAll, err = redigo.Dial(addrs)
 	require.NoError(t, err)
@@ -243,7 +244,7 @@ func TestDialCloseAll(t *testing.T) {
 	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
 	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
 	require.NoError(t, closeAll(), "after the Locker's Close")
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithCredentials authenticates; without it, a server with a password

@@ -61,9 +61,9 @@
 //
 // Acquire is SET key value PX ttl NX; the scripts go through EVALSHA and
 // EVAL. Bulk replies ([]byte) become strings, a nil reply a plain result.
-// A NOSCRIPT reply is classified core.KindNoScript, context errors
-// core.KindContext, and every other error (connection refused, I/O
-// timeout, a closed pool, server errors) core.KindNodeFailure. The node
+// A NOSCRIPT reply is classified driver.KindNoScript, context errors
+// driver.KindContext, and every other error (connection refused, I/O
+// timeout, a closed pool, server errors) driver.KindNodeFailure. The node
 // never retries and never falls back from EVALSHA to EVAL itself: core does.
 //
 // A node made by New never closes the pool: it belongs to the caller. A
@@ -71,9 +71,9 @@
 //
 // # Compliance
 //
-// *Node implements core.Node and the optional capabilities core.Batcher
+// *Node implements core.Node and the optional capabilities driver.Batcher
 // (EvalBatch writes a batch of script calls on one borrowed connection and
-// reads the replies in order: one round trip) and core.Watcher (Watch
+// reads the replies in order: one round trip) and driver.Watcher (Watch
 // subscribes to a release channel on a connection it keeps for the
 // subscription and closes at stop, instead of handing it back).
 package redigo

@@ -1,6 +1,6 @@
 package redigo
 
-import "github.com/quorumlock/quorumlock/internal/nodeutil"
+import "github.com/quorumlock/quorumlock/core/driver"
 
 // clusterAdvice is what a user who gave a Redis Cluster member to a redigo
 // pool should build instead.
@@ -9,11 +9,11 @@ const clusterAdvice = "redigo has no cluster client; build one node over the who
 // explain turns a Redis Cluster reply (MOVED, ASK, CROSSSLOT) into an
 // error that says what is wrong: the pool's server is a cluster member,
 // given where an independent master was expected (see
-// nodeutil.ExplainCluster). A redigo pool always talks to one server.
+// driver.ExplainCluster). A redigo pool always talks to one server.
 // It is called on every reply: a nil err costs a comparison, inlined.
 func (n *Node) explain(err error) error {
 	if err == nil {
 		return nil
 	}
-	return nodeutil.ExplainCluster(err, clusterAdvice)
+	return driver.ExplainCluster(err, clusterAdvice)
 }

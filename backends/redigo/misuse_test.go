@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/backends/redigo"
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 // The subtests of TestMisuseRedigo are rows of the table "Bad input and the
@@ -23,20 +23,20 @@ func TestMisuseRedigo(t *testing.T) {
 	t.Run("nil_pool", func(t *testing.T) {
 		t.Parallel()
 		_, err := redigo.New(nil)
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: redigo: pool is nil")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: redigo: pool is nil")
 		_, err = redigo.New((*redis.Pool)(nil))
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: redigo: pool is nil")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: redigo: pool is nil")
 	})
 	t.Run("pool_without_dial", func(t *testing.T) {
 		t.Parallel()
 		_, err := redigo.New(&redis.Pool{}, redigo.WithName("a"))
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: redigo: pool a has neither Dial nor DialContext")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: redigo: pool a has neither Dial nor DialContext")
 	})
 	t.Run("pool_with_plain_dial", func(t *testing.T) {
 		t.Parallel()
 		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:1") }}
 		_, err := redigo.New(p, redigo.WithName("a"))
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			"quorumlock: invalid argument: redigo: pool a dials with Dial, which ignores contexts, so a server that accepts no connection would stall every round")
 	})
 	t.Run("same_server_unnamed", func(t *testing.T) {
@@ -54,8 +54,8 @@ func TestMisuseRedigo(t *testing.T) {
 		_, err = core.New([]core.Node{a, b})
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
 		// Named after their servers, they are refused alike.
-		_, err = core.New(misusetest.Nodes(t, factory, "10.0.0.1:6379", "10.0.0.1:6379"))
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		_, err = core.New(misuse.Nodes(t, factory, "10.0.0.1:6379", "10.0.0.1:6379"))
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			`quorumlock: invalid argument: nodes 0 and 1 are both "10.0.0.1:6379": one server counted twice breaks the quorum`)
 	})
 	t.Run("closed_pool", func(t *testing.T) {
@@ -63,17 +63,17 @@ func TestMisuseRedigo(t *testing.T) {
 		n, closePool, err := factory("127.0.0.1:1")
 		require.NoError(t, err)
 		require.NoError(t, closePool())
-		_, err = misusetest.TryAcquire(t, []core.Node{n}, "k")
-		misusetest.RequireMisuse(t, err, core.ErrUnavailable, `quorumlock: acquire "k": too many nodes unavailable for a quorum: 0 of 1 nodes ok, 0 refused, 1 failed`)
+		_, err = misuse.TryAcquire(t, []core.Node{n}, "k")
+		misuse.RequireMisuse(t, err, core.ErrUnavailable, `quorumlock: acquire "k": too many nodes unavailable for a quorum: 0 of 1 nodes ok, 0 refused, 1 failed`)
 		require.ErrorContains(t, err, "redigo: get on closed pool")
 	})
 	t.Run("unreachable_address", func(t *testing.T) {
 		t.Parallel()
-		misusetest.RequireUnreachable(t, misusetest.Nodes(t, factory, redistest.DeadAddr(t), redistest.DeadAddr(t), redistest.DeadAddr(t)))
+		misuse.RequireUnreachable(t, misuse.Nodes(t, factory, redistest.DeadAddr(t), redistest.DeadAddr(t), redistest.DeadAddr(t)))
 	})
 	t.Run("silent_server", func(t *testing.T) {
 		t.Parallel()
-		misusetest.RequireSilent(t, misusetest.Nodes(t, factory, redistest.SilentAddr(t), redistest.SilentAddr(t), redistest.SilentAddr(t)))
+		misuse.RequireSilent(t, misuse.Nodes(t, factory, redistest.SilentAddr(t), redistest.SilentAddr(t), redistest.SilentAddr(t)))
 	})
 	t.Run("cluster_member_as_master", func(t *testing.T) {
 		t.Parallel()
@@ -81,6 +81,6 @@ func TestMisuseRedigo(t *testing.T) {
 		c, err := redistest.StartCluster(t.Context(), 3)
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, c.Close()) })
-		misusetest.RequireClusterMember(t, c, factory)
+		misuse.RequireClusterMember(t, c, factory)
 	})
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nilness"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // Pool is the part of a redigo pool that a Node uses: *redis.Pool
@@ -108,7 +108,7 @@ func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
 // WithName says. A *redis.Pool must have DialContext set (see NewPool and
 // AllowUnboundedDial). Errors match core.ErrInvalidArgument.
 func New(pool Pool, opts ...Option) (*Node, error) {
-	if nilness.IsNil(pool) {
+	if driver.IsNil(pool) {
 		return nil, fmt.Errorf("%w: redigo: pool is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -199,17 +199,17 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	return convert(n.do(ctx, "EVAL", scriptArgs(script, keys, args)...))
 }
 
-// Classify implements core.Node: NOSCRIPT replies are core.KindNoScript,
-// context errors core.KindContext, and anything else a node failure.
-func (n *Node) Classify(err error) core.ErrorKind {
+// Classify implements core.Node: NOSCRIPT replies are driver.KindNoScript,
+// context errors driver.KindContext, and anything else a node failure.
+func (n *Node) Classify(err error) driver.ErrorKind {
 	var re redis.Error
 	switch {
 	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
-		return core.KindNoScript
+		return driver.KindNoScript
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return core.KindContext
+		return driver.KindContext
 	default:
-		return core.KindNodeFailure
+		return driver.KindNodeFailure
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/backends/redigo"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestNewRefusesBadPools(t *testing.T) {
@@ -67,10 +68,10 @@ func TestNewPoolDialsWithContext(t *testing.T) {
 	cancel()
 	_, err = n.SetNX(ctx, "k", "v", time.Second)
 	require.Error(t, err)
-	assert.Equal(t, core.KindContext, n.Classify(err))
+	assert.Equal(t, driver.KindContext, n.Classify(err))
 
 	// A server that refuses connections is a node failure.
 	_, err = n.SetNX(context.Background(), "k", "v", time.Second)
 	require.Error(t, err)
-	assert.Equal(t, core.KindNodeFailure, n.Classify(err))
+	assert.Equal(t, driver.KindNodeFailure, n.Classify(err))
 }

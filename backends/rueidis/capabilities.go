@@ -10,13 +10,12 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 var (
-	_ core.Batcher = (*Node)(nil)
-	_ core.Watcher = (*Node)(nil)
+	_ driver.Batcher = (*Node)(nil)
+	_ driver.Watcher = (*Node)(nil)
 )
 
 // multiDoer is the part of a rueidis client that EvalBatch pipelines
@@ -31,7 +30,7 @@ type receiver interface {
 	Receive(ctx context.Context, subscribe rueidis.Completed, fn func(msg rueidis.PubSubMessage)) error
 }
 
-// EvalBatch implements core.Batcher with one DoMulti: every call (EVAL
+// EvalBatch implements driver.Batcher with one DoMulti: every call (EVAL
 // when its Source is set, else EVALSHA) is written to the client's
 // pipeline at once, one round trip; on a cluster, rueidis sends each call
 // to the master of its keys' slot. A call's error (NOSCRIPT among them)
@@ -40,17 +39,17 @@ type receiver interface {
 // not sent. A context that has already ended, or a node closed with
 // CloseClient, sends nothing. A client without DoMulti gets the calls one
 // by one, in order, with Do.
-func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
+func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if len(calls) == 0 {
 		return
 	}
 	if err := n.check(ctx, nil); err != nil {
-		nodeutil.FailAll(calls, err)
+		driver.FailAll(calls, err)
 		return
 	}
 	md, ok := n.client.(multiDoer)
 	if !ok {
-		nodeutil.EvalEach(ctx, n, calls)
+		driver.EvalEach(ctx, n, calls)
 		return
 	}
 	cmds := make([]rueidis.Completed, 0, len(calls))
@@ -73,7 +72,7 @@ func (n *Node) EvalBatch(ctx context.Context, calls []core.Call) {
 	}
 }
 
-func (n *Node) build(c core.Call) rueidis.Completed {
+func (n *Node) build(c driver.Call) rueidis.Completed {
 	b := n.client.B()
 	if c.Source != "" {
 		return b.Eval().Script(c.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
@@ -86,7 +85,7 @@ func (n *Node) build(c core.Call) rueidis.Completed {
 // subscription then lasts until the connection closes, harmlessly).
 const unsubscribeTimeout = 250 * time.Millisecond
 
-// Watch implements core.Watcher with rueidis's Receive: SUBSCRIBE channel,
+// Watch implements driver.Watcher with rueidis's Receive: SUBSCRIBE channel,
 // on the connection the client pipelines its commands on, and Watch
 // returns once the server has confirmed it (seen through
 // rueidis.WithOnSubscriptionHook), or with Receive's error if it failed
@@ -169,7 +168,7 @@ func (w *watch) unwatch() bool {
 func (w *watch) run(ctx context.Context, recv receiver) {
 	defer close(w.done)
 	defer w.unwatch()
-	backoff := nodeutil.MinBackoff
+	backoff := driver.MinBackoff
 	for {
 		var subscribed atomic.Bool
 		hook := func(s rueidis.PubSubSubscription) {
@@ -210,7 +209,7 @@ func (w *watch) run(ctx context.Context, recv receiver) {
 			return // the client is closed: nothing more will come
 		}
 		if subscribed.Load() {
-			backoff = nodeutil.MinBackoff
+			backoff = driver.MinBackoff
 		}
 		// Receive returned nil (the channel was unsubscribed on the
 		// connection, by another watch's stop) or the connection broke:
@@ -220,7 +219,7 @@ func (w *watch) run(ctx context.Context, recv receiver) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, nodeutil.MaxBackoff)
+		backoff = min(2*backoff, driver.MaxBackoff)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // plainClient hides every method of a client but those of
@@ -41,22 +41,22 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	ok, err := n.SetNX(ctx, "k", "mine", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	_, err = n.Eval(ctx, core.ScriptRelease.Source(), []string{"other"}, []string{"x"})
+	_, err = n.Eval(ctx, driver.ScriptRelease.Source(), []string{"other"}, []string{"x"})
 	require.NoError(t, err)
-	calls := []core.Call{
-		{Source: core.ScriptExtend.Source(), Keys: []string{"k"}, Args: []string{"mine", "60000"}},
+	calls := []driver.Call{
+		{Source: driver.ScriptExtend.Source(), Keys: []string{"k"}, Args: []string{"mine", "60000"}},
 		{SHA: "0000000000000000000000000000000000000000", Keys: []string{"k"}},
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"theirs"}},
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"theirs"}},
 	}
 	n.EvalBatch(ctx, calls)
 	require.NoError(t, calls[0].Err)
 	assert.Equal(t, int64(1), calls[0].Reply)
-	assert.Equal(t, core.KindNoScript, n.Classify(calls[1].Err))
+	assert.Equal(t, driver.KindNoScript, n.Classify(calls[1].Err))
 	require.NoError(t, calls[2].Err)
 	assert.Equal(t, int64(0), calls[2].Reply)
 
 	// Without Receive, Watch is unsupported.
-	stop, err := n.Watch(ctx, core.ReleaseChannel("k"), func(string) {})
+	stop, err := n.Watch(ctx, driver.ReleaseChannel("k"), func(string) {})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	assert.Nil(t, stop)
 }
@@ -69,20 +69,20 @@ func TestCapabilitiesAfterCloseClient(t *testing.T) {
 
 	// A watch in place when the node closes ends quietly; stop still
 	// returns.
-	stop, err := n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
+	stop, err := n.Watch(t.Context(), driver.ReleaseChannel("k"), func(string) {})
 	require.NoError(t, err)
 	require.NoError(t, n.Close())
 	stop()
 
-	calls := []core.Call{
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"v"}},
-		{Source: core.ScriptRelease.Source(), Keys: []string{"k"}, Args: []string{"v"}},
+	calls := []driver.Call{
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{"k"}, Args: []string{"v"}},
+		{Source: driver.ScriptRelease.Source(), Keys: []string{"k"}, Args: []string{"v"}},
 	}
 	n.EvalBatch(t.Context(), calls)
 	for _, c := range calls {
 		require.ErrorIs(t, c.Err, rueidis.ErrClosing)
 	}
-	_, err = n.Watch(t.Context(), core.ReleaseChannel("k"), func(string) {})
+	_, err = n.Watch(t.Context(), driver.ReleaseChannel("k"), func(string) {})
 	require.ErrorIs(t, err, rueidis.ErrClosing)
 }
 
@@ -94,7 +94,7 @@ func TestWatchUnsubscribes(t *testing.T) {
 	_, client := startServer(t)
 	n, err := qlrueidis.New(client)
 	require.NoError(t, err)
-	ch := core.ReleaseChannel("k")
+	ch := driver.ReleaseChannel("k")
 	subscribers := func() int64 {
 		v, err := client.Do(t.Context(), client.B().PubsubNumsub().Channel(ch).Build()).AsIntMap()
 		require.NoError(t, err)

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // DialOption configures Dial.
@@ -165,16 +165,16 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		nodes = append(nodes, node)
 	}
 	if len(errs) > 0 {
-		_ = nodeutil.CloseAll(nodes)()
+		_ = driver.CloseAll(nodes)()
 		return nil, nil, errors.Join(errs...)
 	}
-	return nodes, nodeutil.CloseAll(nodes), nil
+	return nodes, driver.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
 // and the configuration the options give.
 func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := nodeutil.CheckAddrs("rueidis", addrs)
+	addrs, err := driver.CheckAddrs("rueidis", addrs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -202,7 +202,7 @@ func nodeName(addrs []string, cluster bool) string {
 
 // tlsFor returns the TLS configuration of a client of addr, or nil.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	return nodeutil.TLSFor(c.tlsConfig, c.tls, addr)
+	return driver.TLSFor(c.tlsConfig, c.tls, addr)
 }
 
 // clientOptionFor returns the options of the client over addrs (one
@@ -446,9 +446,9 @@ type lateNode struct {
 }
 
 var (
-	_ core.Batcher = (*lateNode)(nil)
-	_ core.Watcher = (*lateNode)(nil)
-	_ core.Sharded = (*lateNode)(nil)
+	_ driver.Batcher = (*lateNode)(nil)
+	_ driver.Watcher = (*lateNode)(nil)
+	_ driver.Sharded = (*lateNode)(nil)
 )
 
 // ready waits within ctx for the client and returns the node over it.
@@ -497,17 +497,17 @@ func (n *lateNode) Eval(ctx context.Context, script string, keys, args []string)
 	return node.Eval(ctx, script, keys, args)
 }
 
-// EvalBatch implements core.Batcher.
-func (n *lateNode) EvalBatch(ctx context.Context, calls []core.Call) {
+// EvalBatch implements driver.Batcher.
+func (n *lateNode) EvalBatch(ctx context.Context, calls []driver.Call) {
 	node, err := n.ready(ctx)
 	if err != nil {
-		nodeutil.FailAll(calls, err)
+		driver.FailAll(calls, err)
 		return
 	}
 	node.EvalBatch(ctx, calls)
 }
 
-// Watch implements core.Watcher.
+// Watch implements driver.Watcher.
 func (n *lateNode) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	node, err := n.ready(ctx)
 	if err != nil {
@@ -517,12 +517,12 @@ func (n *lateNode) Watch(ctx context.Context, channel string, notify func(messag
 }
 
 // Classify implements core.Node as Node.Classify does.
-func (n *lateNode) Classify(err error) core.ErrorKind {
+func (n *lateNode) Classify(err error) driver.ErrorKind {
 	var classifier Node
 	return classifier.Classify(err)
 }
 
-// Sharded implements core.Sharded: true for a cluster.
+// Sharded implements driver.Sharded: true for a cluster.
 func (n *lateNode) Sharded() bool { return n.b.cluster }
 
 // String returns the node's name.

@@ -16,9 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/leakwait"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // dialServer starts a redis-server for one test.
@@ -118,9 +119,9 @@ func TestDialWithAServerHung(t *testing.T) {
 	_, made := nodes[1].(*qlrueidis.Node)
 	assert.False(t, made, "the hung server's client is still connecting")
 	assert.Equal(t, hung.Addr(), nodes[1].String())
-	assert.Implements(t, (*core.Batcher)(nil), nodes[1])
-	assert.Implements(t, (*core.Watcher)(nil), nodes[1])
-	assert.False(t, nodes[1].(core.Sharded).Sharded())
+	assert.Implements(t, (*driver.Batcher)(nil), nodes[1])
+	assert.Implements(t, (*driver.Watcher)(nil), nodes[1])
+	assert.False(t, nodes[1].(driver.Sharded).Sharded())
 
 	locker, err := core.New(nodes)
 	require.NoError(t, err)
@@ -149,10 +150,10 @@ func TestDialCloseWhileConnecting(t *testing.T) {
 	_, err = nodes[1].Eval(ctx, "return 1", nil, nil)
 	took := time.Since(begin)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Equal(t, core.KindContext, nodes[1].Classify(err))
+	assert.Equal(t, driver.KindContext, nodes[1].Classify(err))
 	assert.Less(t, took, time.Second)
-	batch := []core.Call{{Source: "return 1"}}
-	nodes[1].(core.Batcher).EvalBatch(ctx, batch)
+	batch := []driver.Call{{Source: "return 1"}}
+	nodes[1].(driver.Batcher).EvalBatch(ctx, batch)
 	require.ErrorIs(t, batch[0].Err, context.DeadlineExceeded)
 
 	begin = time.Now()
@@ -161,8 +162,8 @@ func TestDialCloseWhileConnecting(t *testing.T) {
 	require.NoError(t, closeAll(), "idempotent")
 	_, err = nodes[1].Eval(dialCtx(t), "return 1", nil, nil)
 	require.ErrorIs(t, err, rueidis.ErrClosing)
-	assert.Equal(t, core.KindNodeFailure, nodes[1].Classify(err))
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	assert.Equal(t, driver.KindNodeFailure, nodes[1].Classify(err))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithConnectWait sets how long Dial waits for a client to connect.
@@ -240,8 +241,8 @@ func TestDialOptionsAndNames(t *testing.T) {
 	node := nodes[0]
 	assert.Equal(t, srv.Addr(), node.String())
 	require.IsType(t, (*qlrueidis.Node)(nil), node)
-	assert.Implements(t, (*core.Batcher)(nil), node)
-	assert.Implements(t, (*core.Watcher)(nil), node)
+	assert.Implements(t, (*driver.Batcher)(nil), node)
+	assert.Implements(t, (*driver.Watcher)(nil), node)
 
 	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
 	require.NoError(t, err)
@@ -283,7 +284,7 @@ func TestDialCluster(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	require.Len(t, nodes, 1)
 	assert.Equal(t, "cluster:"+strings.Join(slices.Sorted(slices.Values(seeds)), ","), nodes[0].String())
-	assert.True(t, nodes[0].(core.Sharded).Sharded())
+	assert.True(t, nodes[0].(driver.Sharded).Sharded())
 	locker, err := core.New(nodes)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
@@ -316,7 +317,7 @@ func TestDialCloseAll(t *testing.T) {
 	require.NoError(t, closeAll(), "idempotent")
 	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
 	require.ErrorIs(t, err, rueidis.ErrClosing)
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 
 	nodes, closeAll, err = qlrueidis.Dial(addrs)
 	require.NoError(t, err)
@@ -327,7 +328,7 @@ func TestDialCloseAll(t *testing.T) {
 	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
 	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
 	require.NoError(t, closeAll(), "after the Locker's Close")
-	require.NoError(t, leakwait.Find(leakwait.DefaultGrace, ignore))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithCredentials authenticates; without it, a server with a password

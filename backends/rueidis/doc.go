@@ -90,9 +90,9 @@
 // to EVAL by itself; the protocol needs that decision in core, which
 // remembers per node which scripts it has, so this backend does not use it.
 // A nil reply, and Lua false (RESP3 false), become a plain nil result. A
-// NOSCRIPT reply is classified core.KindNoScript, context errors
-// core.KindContext, and everything else (rueidis.ErrClosing, connection
-// errors, server errors) core.KindNodeFailure. The node never retries.
+// NOSCRIPT reply is classified driver.KindNoScript, context errors
+// driver.KindContext, and everything else (rueidis.ErrClosing, connection
+// errors, server errors) driver.KindNodeFailure. The node never retries.
 //
 // # Redis Cluster
 //
@@ -118,9 +118,9 @@
 //
 // # Compliance
 //
-// *Node implements core.Node and the optional capabilities core.Batcher
+// *Node implements core.Node and the optional capabilities driver.Batcher
 // (EvalBatch sends a batch of script calls with one DoMulti, one round
-// trip; a client without DoMulti gets them one by one) and core.Watcher
+// trip; a client without DoMulti gets them one by one) and driver.Watcher
 // (Watch subscribes to a release channel with rueidis's Receive, on the
 // client's pipelined connection, and stop unsubscribes once the node's
 // last watch of the channel ends; a client without Receive makes Watch

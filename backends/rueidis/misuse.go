@@ -1,6 +1,6 @@
 package rueidis
 
-import "github.com/quorumlock/quorumlock/internal/nodeutil"
+import "github.com/quorumlock/quorumlock/core/driver"
 
 // clusterAdvice is what a user who gave a Redis Cluster member to a
 // client of one server should build instead.
@@ -11,11 +11,11 @@ const clusterAdvice = "build one node over the whole cluster from a client made 
 // reaches a node over a client of one server (one made with
 // ForceSingleClient) into an error that says what is wrong: the server is
 // a cluster member, given where an independent master was expected (see
-// nodeutil.ExplainCluster). A cluster client follows redirections itself,
+// driver.ExplainCluster). A cluster client follows redirections itself,
 // so one that comes back through it is the cluster's own, left as it is.
 func (n *Node) explain(err error) error {
 	if err == nil || n.cluster {
 		return err
 	}
-	return nodeutil.ExplainCluster(err, clusterAdvice)
+	return driver.ExplainCluster(err, clusterAdvice)
 }

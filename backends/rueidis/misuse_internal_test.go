@@ -6,13 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/quorumlock/quorumlock/internal/misusetest"
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 )
 
 func TestExplainClusterReplies(t *testing.T) {
 	moved := errors.New("MOVED 3999 127.0.0.1:7002")
 	n := &Node{}
-	misusetest.RequireExplains(t, n.explain, moved, "without ForceSingleClient")
+	misuse.RequireExplains(t, n.explain, moved, "without ForceSingleClient")
 
 	c := &Node{cluster: true}
 	assert.Equal(t, moved, c.explain(moved), "a cluster client's own redirection is left alone")

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 // The subtests of TestMisuseRueidis are rows of the table "Bad input and
@@ -28,7 +28,7 @@ import (
 func forcedSingle(addr string) (core.Node, func() error, error) {
 	o := qlrueidis.ClientOption(addr)
 	o.ForceSingleClient = true
-	o.Dialer.Timeout = misusetest.NodeTimeout // how long NewClient waits for a silent server
+	o.Dialer.Timeout = misuse.NodeTimeout // how long NewClient waits for a silent server
 	c, err := rueidis.NewClient(o)
 	if c == nil {
 		return nil, nil, fmt.Errorf("with ForceSingleClient, rueidis makes a client whatever the server does: %w", err)
@@ -51,7 +51,7 @@ func TestMisuseRueidis(t *testing.T) {
 	t.Run("nil_client", func(t *testing.T) {
 		t.Parallel()
 		_, err := qlrueidis.New(nil)
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: rueidis: client is nil")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: rueidis: client is nil")
 	})
 	t.Run("server_down_at_new_client", func(t *testing.T) {
 		t.Parallel()
@@ -68,8 +68,8 @@ func TestMisuseRueidis(t *testing.T) {
 		// rueidis finds the cluster behind each address, so the three
 		// nodes, made by single as a user would, are one cluster, named
 		// alike.
-		_, err = core.New(misusetest.Nodes(t, single, c.Addrs()...))
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, `quorumlock: invalid argument: nodes 0 and 1 are both "cluster:127.0.0.1:`)
+		_, err = core.New(misuse.Nodes(t, single, c.Addrs()...))
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, `quorumlock: invalid argument: nodes 0 and 1 are both "cluster:127.0.0.1:`)
 		require.ErrorContains(t, err, `": one server counted twice breaks the quorum`)
 	})
 	t.Run("closed_client", func(t *testing.T) {
@@ -78,23 +78,23 @@ func TestMisuseRueidis(t *testing.T) {
 		n, err := qlrueidis.New(c)
 		require.NoError(t, err)
 		c.Close()
-		_, err = misusetest.TryAcquire(t, []core.Node{n}, "k")
-		misusetest.RequireMisuse(t, err, core.ErrUnavailable, `quorumlock: acquire "k": too many nodes unavailable for a quorum: 0 of 1 nodes ok, 0 refused, 1 failed`)
-		misusetest.RequireMisuse(t, err, rueidis.ErrClosing, "rueidis client is closing or unable to connect redis")
+		_, err = misuse.TryAcquire(t, []core.Node{n}, "k")
+		misuse.RequireMisuse(t, err, core.ErrUnavailable, `quorumlock: acquire "k": too many nodes unavailable for a quorum: 0 of 1 nodes ok, 0 refused, 1 failed`)
+		misuse.RequireMisuse(t, err, rueidis.ErrClosing, "rueidis client is closing or unable to connect redis")
 	})
 	t.Run("unreachable_address", func(t *testing.T) {
 		t.Parallel()
-		misusetest.RequireUnreachable(t, misusetest.Nodes(t, forcedSingle, redistest.DeadAddr(t), redistest.DeadAddr(t), redistest.DeadAddr(t)))
+		misuse.RequireUnreachable(t, misuse.Nodes(t, forcedSingle, redistest.DeadAddr(t), redistest.DeadAddr(t), redistest.DeadAddr(t)))
 	})
 	t.Run("silent_server", func(t *testing.T) {
 		t.Parallel()
-		misusetest.RequireSilent(t, misusetest.Nodes(t, forcedSingle, redistest.SilentAddr(t), redistest.SilentAddr(t), redistest.SilentAddr(t)))
+		misuse.RequireSilent(t, misuse.Nodes(t, forcedSingle, redistest.SilentAddr(t), redistest.SilentAddr(t), redistest.SilentAddr(t)))
 	})
 	t.Run("cluster_member_as_master", func(t *testing.T) {
 		t.Parallel()
 		redistest.RequireServer(t)
 		c, err := sharedCluster()
 		require.NoError(t, err)
-		misusetest.RequireClusterMember(t, c, forcedSingle)
+		misuse.RequireClusterMember(t, c, forcedSingle)
 	})
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nilness"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // Client is the part of a rueidis client that a Node uses. Every
@@ -143,7 +143,7 @@ func ClientOption(addrs ...string) rueidis.ClientOption {
 // caller's) is judged by the Mode and Nodes it reports: a wrapped client
 // with replicas is refused, one with redirects alone cannot be told apart.
 func New(client Client, opts ...Option) (*Node, error) {
-	if nilness.IsNil(client) {
+	if driver.IsNil(client) {
 		return nil, fmt.Errorf("%w: rueidis: client is nil", core.ErrInvalidArgument)
 	}
 	var c config
@@ -181,7 +181,7 @@ func describe(client Client) string {
 // Client returns the client the node was built with.
 func (n *Node) Client() Client { return n.client }
 
-// Sharded implements core.Sharded: true for a client in cluster mode,
+// Sharded implements driver.Sharded: true for a client in cluster mode,
 // whose keys live on several servers, so that core's restart guard leaves
 // the node out.
 func (n *Node) Sharded() bool { return n.cluster }
@@ -224,7 +224,7 @@ func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 	if err := n.check(ctx, keys); err != nil {
 		return nil, err
 	}
-	v, err := reply(n.client.Do(ctx, n.build(core.Call{SHA: sha, Keys: keys, Args: args})))
+	v, err := reply(n.client.Do(ctx, n.build(driver.Call{SHA: sha, Keys: keys, Args: args})))
 	return v, n.explain(err)
 }
 
@@ -233,7 +233,7 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 	if err := n.check(ctx, keys); err != nil {
 		return nil, err
 	}
-	v, err := reply(n.client.Do(ctx, n.build(core.Call{Source: script, Keys: keys, Args: args})))
+	v, err := reply(n.client.Do(ctx, n.build(driver.Call{Source: script, Keys: keys, Args: args})))
 	return v, n.explain(err)
 }
 
@@ -254,9 +254,9 @@ func (n *Node) check(ctx context.Context, keys []string) error {
 // checkSlot refuses, on a cluster, keys of different slots.
 func (n *Node) checkSlot(keys []string) error {
 	if n.cluster && len(keys) > 1 {
-		slot := core.HashSlot(keys[0])
+		slot := driver.HashSlot(keys[0])
 		for _, k := range keys[1:] {
-			if core.HashSlot(k) != slot {
+			if driver.HashSlot(k) != slot {
 				return fmt.Errorf("%w: rueidis: keys %q and %q are in different cluster slots", core.ErrInvalidArgument, keys[0], k)
 			}
 		}
@@ -264,17 +264,17 @@ func (n *Node) checkSlot(keys []string) error {
 	return nil
 }
 
-// Classify implements core.Node: NOSCRIPT replies are core.KindNoScript,
-// context errors core.KindContext, and anything else (rueidis.ErrClosing,
+// Classify implements core.Node: NOSCRIPT replies are driver.KindNoScript,
+// context errors driver.KindContext, and anything else (rueidis.ErrClosing,
 // connection errors, server errors) a node failure.
-func (n *Node) Classify(err error) core.ErrorKind {
+func (n *Node) Classify(err error) driver.ErrorKind {
 	if re, ok := rueidis.IsRedisErr(err); ok && re.IsNoScript() {
-		return core.KindNoScript
+		return driver.KindNoScript
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return core.KindContext
+		return driver.KindContext
 	}
-	return core.KindNodeFailure
+	return driver.KindNodeFailure
 }
 
 // reply turns a script's reply into core.Node's types: nil and Lua false

@@ -12,6 +12,7 @@ import (
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestNewRefusesNil(t *testing.T) {
@@ -66,8 +67,8 @@ func TestNamesAndCloseClient(t *testing.T) {
 	require.NoError(t, owner.Close(), "Close is idempotent")
 	_, err = owner.SetNX(t.Context(), "k2", "v", time.Second)
 	require.ErrorIs(t, err, rueidis.ErrClosing)
-	assert.Equal(t, core.KindNodeFailure, owner.Classify(err))
-	_, err = owner.Eval(context.Background(), core.ScriptRelease.Source(), []string{"k"}, []string{"v"})
+	assert.Equal(t, driver.KindNodeFailure, owner.Classify(err))
+	_, err = owner.Eval(context.Background(), driver.ScriptRelease.Source(), []string{"k"}, []string{"v"})
 	require.ErrorIs(t, err, rueidis.ErrClosing)
 	_, err = client.Do(t.Context(), client.B().Ping().Build()).ToString()
 	require.Error(t, err, "the client itself is closed")

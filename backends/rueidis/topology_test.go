@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/misusetest"
 )
 
 // The subtests of TestTopologyRueidis are rows of the table of client types
@@ -41,7 +41,7 @@ func TestTopologyRueidis(t *testing.T) {
 
 		n, err := qlrueidis.New(c)
 		require.Nil(t, n)
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument,
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			"quorumlock: invalid argument: rueidis: client sentinel:"+master.Addr()+" is a Sentinel client (ClientOption.Sentinel), "+
 				"which moves to a promoted replica when its master fails")
 		require.ErrorContains(t, err, advice)
@@ -62,7 +62,7 @@ func TestTopologyRueidis(t *testing.T) {
 
 		n, err := qlrueidis.New(c)
 		require.Nil(t, n)
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: rueidis: client ")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "quorumlock: invalid argument: rueidis: client ")
 		require.ErrorContains(t, err, " was made with Standalone.ReplicaAddress or Standalone.EnableRedirect, "+
 			"so it sends commands to other servers than its primary")
 		require.ErrorContains(t, err, advice)
@@ -71,7 +71,7 @@ func TestTopologyRueidis(t *testing.T) {
 		type instrumented struct{ rueidis.Client }
 		n, err = qlrueidis.New(instrumented{c})
 		require.Nil(t, n)
-		misusetest.RequireMisuse(t, err, core.ErrInvalidArgument, " reaches 2 servers in standalone mode")
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, " reaches 2 servers in standalone mode")
 		require.ErrorContains(t, err, advice)
 	})
 	t.Run("several_standalone_addresses", func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestTopologyRueidis(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, first.Addr(), n.String())
 
-		l, err := core.New([]core.Node{n}, core.WithNodeTimeout(misusetest.NodeTimeout))
+		l, err := core.New([]core.Node{n}, core.WithNodeTimeout(misuse.NodeTimeout))
 		require.NoError(t, err)
 		defer l.Close()
 		ctx := t.Context()

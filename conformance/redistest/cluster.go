@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // clusterTimeout bounds how long a cluster may take to agree on its slots
@@ -141,7 +141,7 @@ func (c *Cluster) form(ctx context.Context) error {
 
 // firstSlot is the first slot of master m's even share; firstSlot(len) is
 // SlotCount.
-func (c *Cluster) firstSlot(m int) int { return m * core.SlotCount / len(c.masters) }
+func (c *Cluster) firstSlot(m int) int { return m * driver.SlotCount / len(c.masters) }
 
 // plainClient returns a client to one server, bypassing cluster routing.
 func plainClient(addr string) *redis.Client {
@@ -178,7 +178,7 @@ func (c *Cluster) unhealthy(ctx context.Context, clients []*redis.Client) error 
 	want := map[string]string{
 		"cluster_state":          "ok",
 		"cluster_known_nodes":    strconv.Itoa(len(c.masters)),
-		"cluster_slots_assigned": strconv.Itoa(core.SlotCount),
+		"cluster_slots_assigned": strconv.Itoa(driver.SlotCount),
 	}
 	for m, s := range c.masters {
 		if !s.Running() {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestCluster(t *testing.T) {
@@ -29,8 +29,8 @@ func TestCluster(t *testing.T) {
 		require.NoError(t, c.Control().Set(ctx, key, "v", 0).Err())
 		slot, err := c.Control().ClusterKeySlot(ctx, key).Result()
 		require.NoError(t, err)
-		assert.Equal(t, int64(core.HashSlot(key)), slot, key)
-		m := c.MasterOfSlot(core.HashSlot(key))
+		assert.Equal(t, int64(driver.HashSlot(key)), slot, key)
+		m := c.MasterOfSlot(driver.HashSlot(key))
 		perMaster[m]++
 		direct := plainClient(c.Masters()[m].Addr())
 		n, err := direct.Exists(ctx, key).Result()
@@ -57,7 +57,7 @@ func TestCluster(t *testing.T) {
 	for i := range 30 {
 		key := fmt.Sprintf("x%d", i)
 		err := c.Control().Set(context.Background(), key, "v", 0).Err()
-		if c.MasterOfSlot(core.HashSlot(key)) == 0 {
+		if c.MasterOfSlot(driver.HashSlot(key)) == 0 {
 			assert.Error(t, err, key)
 		} else {
 			assert.NoError(t, err, key)

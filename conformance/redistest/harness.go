@@ -14,7 +14,6 @@ import (
 
 	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/leakwait"
 )
 
 // NodeFactory makes a node of the backend under test for the server at
@@ -425,7 +424,7 @@ func Main(m *testing.M) {
 	QuietRedisLogs()
 	code := m.Run()
 	if code == 0 {
-		if err := leakwait.Find(leakwait.DefaultGrace); err != nil {
+		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
 			code = 1
 		}

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // EnvBinary names the environment variable that overrides the redis-server
@@ -77,7 +77,7 @@ type serverConfig struct {
 
 // Fresh leaves a new server unadopted: without it, StartServer adopts
 // every server that is not a cluster member for the restart guard (it sets
-// core.BirthKey to 0, as core.Locker.Adopt does), since a server this
+// driver.BirthKey to 0, as core.Locker.Adopt does), since a server this
 // harness has just started holds no lock. A fresh server is young to the
 // guard for its max TTL after its first guarded acquisition, like a server
 // restarted empty.
@@ -144,7 +144,7 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 func (s *Server) adopt(ctx context.Context) error {
 	c := plainClient(s.Addr())
 	defer c.Close()
-	if err := c.Set(ctx, core.BirthKey, "0", 0).Err(); err != nil {
+	if err := c.Set(ctx, driver.BirthKey, "0", 0).Err(); err != nil {
 		return fmt.Errorf("redistest: adopting %s: %w", s.Addr(), err)
 	}
 	return nil

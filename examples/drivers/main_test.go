@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/core"
+	qldriver "github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/examples/internal/demotest"
 )
 
@@ -65,7 +66,7 @@ func TestDriversKeyHeldElsewhere(t *testing.T) {
 	var addrs []string
 	for range 3 {
 		m := miniredis.RunT(t)
-		require.NoError(t, m.Set(core.BirthKey, "0"))
+		require.NoError(t, m.Set(qldriver.BirthKey, "0"))
 		require.NoError(t, m.Set(key, "someone else"))
 		addrs = append(addrs, m.Addr())
 	}

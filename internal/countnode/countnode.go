@@ -1,6 +1,6 @@
 // Package countnode wraps a core.Node to count the calls made on it, for
 // tests and benchmarks, while keeping the optional capabilities
-// (core.Batcher, core.Watcher) of the node it wraps: core discovers those
+// (driver.Batcher, driver.Watcher) of the node it wraps: core discovers those
 // with type assertions, so a wrapper that hid them would change what it
 // measures.
 package countnode
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // Counts are the calls made on a wrapped node so far. A batch counts once
@@ -31,12 +31,12 @@ func (c *Counts) RoundTrips() int64 {
 }
 
 // Wrap returns a node that counts its calls in the returned Counts and
-// forwards them to n. It is a core.Batcher when n is one, and a
-// core.Watcher when n is one.
+// forwards them to n. It is a driver.Batcher when n is one, and a
+// driver.Watcher when n is one.
 func Wrap(n core.Node) (core.Node, *Counts) {
 	c := &node{Node: n, counts: new(Counts)}
-	b, isBatcher := n.(core.Batcher)
-	w, isWatcher := n.(core.Watcher)
+	b, isBatcher := n.(driver.Batcher)
+	w, isWatcher := n.(driver.Watcher)
 	switch {
 	case isBatcher && isWatcher:
 		return &batchWatcher{batcher{c, b}, watcher{c, w}}, c.counts
@@ -63,7 +63,7 @@ func (n *node) SetNX(ctx context.Context, key, value string, ttl time.Duration) 
 
 func (n *node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
 	n.counts.EvalSHA.Add(1)
-	if nodeutil.IsAcquisition(sha, "") {
+	if driver.IsAcquisition(sha, "") {
 		n.counts.Acquires.Add(1)
 	}
 	return n.Node.EvalSHA(ctx, sha, keys, args)
@@ -71,27 +71,27 @@ func (n *node) EvalSHA(ctx context.Context, sha string, keys, args []string) (an
 
 func (n *node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
 	n.counts.Eval.Add(1)
-	if nodeutil.IsAcquisition("", script) {
+	if driver.IsAcquisition("", script) {
 		n.counts.Acquires.Add(1)
 	}
 	return n.Node.Eval(ctx, script, keys, args)
 }
 
-// batcher adds core.Batcher.
+// batcher adds driver.Batcher.
 type batcher struct {
 	*node
-	b core.Batcher
+	b driver.Batcher
 }
 
-func (n *batcher) EvalBatch(ctx context.Context, calls []core.Call) {
+func (n *batcher) EvalBatch(ctx context.Context, calls []driver.Call) {
 	n.counts.Batches.Add(1)
 	n.b.EvalBatch(ctx, calls)
 }
 
-// watcher adds core.Watcher.
+// watcher adds driver.Watcher.
 type watcher struct {
 	*node
-	w core.Watcher
+	w driver.Watcher
 }
 
 func (n *watcher) Watch(ctx context.Context, channel string, notify func(message string)) (func(), error) {
@@ -120,24 +120,24 @@ func (n *batchWatcher) Eval(ctx context.Context, script string, keys, args []str
 	return n.batcher.Eval(ctx, script, keys, args)
 }
 
-// Sharded is the wrapped node's (core.Sharded).
+// Sharded is the wrapped node's (driver.Sharded).
 func (n *batchWatcher) Sharded() bool { return n.batcher.Sharded() }
 
-func (n *batchWatcher) Classify(err error) core.ErrorKind { return n.batcher.Classify(err) }
-func (n *batchWatcher) String() string                    { return n.batcher.String() }
-func (n *batchWatcher) Close() error                      { return n.batcher.Close() }
+func (n *batchWatcher) Classify(err error) driver.ErrorKind { return n.batcher.Classify(err) }
+func (n *batchWatcher) String() string                      { return n.batcher.String() }
+func (n *batchWatcher) Close() error                        { return n.batcher.Close() }
 
 var (
-	_ core.Node    = (*node)(nil)
-	_ core.Batcher = (*batcher)(nil)
-	_ core.Watcher = (*watcher)(nil)
-	_ core.Batcher = (*batchWatcher)(nil)
-	_ core.Watcher = (*batchWatcher)(nil)
+	_ core.Node      = (*node)(nil)
+	_ driver.Batcher = (*batcher)(nil)
+	_ driver.Watcher = (*watcher)(nil)
+	_ driver.Batcher = (*batchWatcher)(nil)
+	_ driver.Watcher = (*batchWatcher)(nil)
 )
 
-// Sharded forwards core.Sharded, so that the restart guard sees the node
+// Sharded forwards driver.Sharded, so that the restart guard sees the node
 // it wraps as it is.
 func (n *node) Sharded() bool {
-	s, ok := n.Node.(core.Sharded)
+	s, ok := n.Node.(driver.Sharded)
 	return ok && s.Sharded()
 }

@@ -10,22 +10,23 @@ import (
 
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/internal/countnode"
 )
 
 // plain hides every optional capability of a memory node.
 type plain struct{ core.Node }
 
-// batchOnly keeps only core.Batcher.
+// batchOnly keeps only driver.Batcher.
 type batchOnly struct {
 	core.Node
-	core.Batcher
+	driver.Batcher
 }
 
-// watchOnly keeps only core.Watcher.
+// watchOnly keeps only driver.Watcher.
 type watchOnly struct {
 	core.Node
-	core.Watcher
+	driver.Watcher
 }
 
 func TestWrapKeepsCapabilities(t *testing.T) {
@@ -42,8 +43,8 @@ func TestWrapKeepsCapabilities(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n, counts := countnode.Wrap(c.inner)
-			_, isBatcher := n.(core.Batcher)
-			_, isWatcher := n.(core.Watcher)
+			_, isBatcher := n.(driver.Batcher)
+			_, isWatcher := n.(driver.Watcher)
 			assert.Equal(t, c.batch, isBatcher, "Batcher")
 			assert.Equal(t, c.watches, isWatcher, "Watcher")
 			assert.Equal(t, m.String(), n.String())
@@ -52,17 +53,17 @@ func TestWrapKeepsCapabilities(t *testing.T) {
 			ok, err := n.SetNX(ctx, "k:"+c.name, "v", time.Second)
 			require.NoError(t, err)
 			require.True(t, ok)
-			_, err = n.Eval(ctx, core.ScriptExtend.Source(), []string{"k:" + c.name}, []string{"v", "1000"})
+			_, err = n.Eval(ctx, driver.ScriptExtend.Source(), []string{"k:" + c.name}, []string{"v", "1000"})
 			require.NoError(t, err)
-			_, err = n.EvalSHA(ctx, core.ScriptExtend.SHA(), []string{"k:" + c.name}, []string{"v", "1000"})
+			_, err = n.EvalSHA(ctx, driver.ScriptExtend.SHA(), []string{"k:" + c.name}, []string{"v", "1000"})
 			require.NoError(t, err)
-			if b, ok := n.(core.Batcher); ok {
-				calls := []core.Call{{SHA: core.ScriptExtend.SHA(), Keys: []string{"k:" + c.name}, Args: []string{"v", "1000"}}}
+			if b, ok := n.(driver.Batcher); ok {
+				calls := []driver.Call{{SHA: driver.ScriptExtend.SHA(), Keys: []string{"k:" + c.name}, Args: []string{"v", "1000"}}}
 				b.EvalBatch(ctx, calls)
 				require.NoError(t, calls[0].Err)
 				assert.Equal(t, int64(1), calls[0].Reply)
 			}
-			if w, ok := n.(core.Watcher); ok {
+			if w, ok := n.(driver.Watcher); ok {
 				stop, err := w.Watch(ctx, "ch", func(string) {})
 				require.NoError(t, err)
 				stop()
@@ -101,7 +102,7 @@ func TestWrapKeepsSharded(t *testing.T) {
 		"sharded, plain":      {struct{ sharded }{sharded{m}}, true},
 	} {
 		w, _ := countnode.Wrap(c.inner)
-		s, ok := w.(core.Sharded)
+		s, ok := w.(driver.Sharded)
 		require.True(t, ok, name)
 		assert.Equal(t, c.want, s.Sharded(), name)
 	}

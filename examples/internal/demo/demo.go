@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // ParseAddrs splits REDIS_ADDRS ("host:port,host:port") into addresses,
@@ -62,7 +62,7 @@ func Start(addrs []string, n int) (*Servers, error) {
 		// A server started here holds no lock: adopt it for the restart
 		// guard, which would otherwise keep it out for a TTL (see
 		// core.Locker.Adopt; real servers you name are left to you).
-		if err := m.Set(core.BirthKey, "0"); err != nil {
+		if err := m.Set(driver.BirthKey, "0"); err != nil {
 			m.Close()
 			s.Close()
 			return nil, fmt.Errorf("adopting an embedded server: %w", err)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // MaxRun is how long a run of an example may take before Run fails the
@@ -40,14 +40,14 @@ func Run(t *testing.T, program func(context.Context, io.Writer, []string) error,
 
 // Miniredis starts n miniredis servers, closed when the test ends, and
 // returns their addresses: servers given as REDIS_ADDRS would give them,
-// adopted for the restart guard (core.BirthKey set to 0) as an operator
+// adopted for the restart guard (driver.BirthKey set to 0) as an operator
 // adopts the servers of a new deployment.
 func Miniredis(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
 	for range n {
 		m := miniredis.RunT(t)
-		require.NoError(t, m.Set(core.BirthKey, "0"))
+		require.NoError(t, m.Set(driver.BirthKey, "0"))
 		addrs = append(addrs, m.Addr())
 	}
 	return addrs

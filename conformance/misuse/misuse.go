@@ -1,9 +1,9 @@
-// Package misusetest holds the checks that the driver backends' TestMisuse
+// Package misuse holds the checks that the driver backends' TestMisuse
 // functions share: rows of the table "Bad input and the errors it gets" of
 // docs/errors.md that every driver meets alike (a server that is down, one
 // that never answers, a Redis Cluster member given as an independent
 // master), each run over the nodes of the driver under test.
-package misusetest
+package misuse
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // NodeTimeout is the node timeout of the Lockers of these checks.
@@ -121,7 +122,7 @@ func RequireClusterMember(t *testing.T, c *redistest.Cluster, factory redistest.
 	// One master: keys of the other masters' slots fail with the
 	// redirection it answers.
 	const key = "orders:42"
-	other := (c.MasterOfSlot(core.HashSlot(key)) + 1) % 3
+	other := (c.MasterOfSlot(driver.HashSlot(key)) + 1) % 3
 	_, err := TryAcquire(t, Nodes(t, factory, c.Addrs()[other]), key)
 	RequireMisuse(t, err, core.ErrUnavailable, `quorumlock: acquire "orders:42": too many nodes unavailable for a quorum: 0 of 1 nodes ok, 0 refused, 1 failed`)
 	require.ErrorContains(t, err, "failed in ")

@@ -1,11 +1,10 @@
-package core_test
+package driver_test
 
 import (
+	"github.com/quorumlock/quorumlock/core/driver"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-
-	"github.com/quorumlock/quorumlock/core"
 )
 
 func TestHashSlot(t *testing.T) {
@@ -14,7 +13,7 @@ func TestHashSlot(t *testing.T) {
 	// KEYSLOT answers on Redis 7.0. The conformance suite compares HashSlot
 	// with a live cluster again, for keys of its own.
 	for key, want := range map[string]int{
-		"123456789":       0x31C3 % core.SlotCount,
+		"123456789":       0x31C3 % driver.SlotCount,
 		"":                0,
 		"foo":             12182,
 		"user1000":        3443,
@@ -26,6 +25,6 @@ func TestHashSlot(t *testing.T) {
 		"{a}{b}":          15495, // the slot of "a"
 		"{}":              15257,
 	} {
-		assert.Equal(t, want, core.HashSlot(key), "HashSlot(%q)", key)
+		assert.Equal(t, want, driver.HashSlot(key), "HashSlot(%q)", key)
 	}
 }

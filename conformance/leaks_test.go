@@ -1,4 +1,4 @@
-package leakwait
+package conformance
 
 import (
 	"testing"
@@ -10,18 +10,18 @@ import (
 
 func TestFind(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	assert.NoError(t, Find(time.Second, ignore), "nothing started, nothing found")
+	assert.NoError(t, FindLeaks(time.Second, ignore), "nothing started, nothing found")
 
 	// A goroutine that ends within the grace is not a leak.
 	release := make(chan struct{})
 	go func() { <-release }()
 	time.AfterFunc(100*time.Millisecond, func() { close(release) })
-	assert.NoError(t, Find(3*time.Second, ignore))
+	assert.NoError(t, FindLeaks(3*time.Second, ignore))
 
 	// One that outlives it is.
 	stuck := make(chan struct{})
 	go func() { <-stuck }()
-	assert.Error(t, Find(200*time.Millisecond, ignore))
+	assert.Error(t, FindLeaks(200*time.Millisecond, ignore))
 	close(stuck)
-	assert.NoError(t, Find(3*time.Second, ignore))
+	assert.NoError(t, FindLeaks(3*time.Second, ignore))
 }

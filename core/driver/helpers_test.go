@@ -1,4 +1,4 @@
-package nodeutil_test
+package driver_test
 
 import (
 	"context"
@@ -9,19 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/backends/memory"
-	"github.com/quorumlock/quorumlock/core"
-	"github.com/quorumlock/quorumlock/internal/nodeutil"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestEvalEach(t *testing.T) {
 	n := memory.New()
 	n.Set("mine", "v", 0)
-	calls := []core.Call{
-		{SHA: core.ScriptRelease.SHA(), Keys: []string{"mine"}, Args: []string{"v"}},
-		{Source: core.ScriptRelease.Source(), Keys: []string{"mine"}, Args: []string{"v"}},
-		{Source: core.ScriptExtend.Source(), Keys: []string{"other"}, Args: []string{"v", "1000"}},
+	calls := []driver.Call{
+		{SHA: driver.ScriptRelease.SHA(), Keys: []string{"mine"}, Args: []string{"v"}},
+		{Source: driver.ScriptRelease.Source(), Keys: []string{"mine"}, Args: []string{"v"}},
+		{Source: driver.ScriptExtend.Source(), Keys: []string{"other"}, Args: []string{"v", "1000"}},
 	}
-	nodeutil.EvalEach(t.Context(), n, calls)
+	driver.EvalEach(t.Context(), n, calls)
 	require.ErrorIs(t, calls[0].Err, memory.ErrNoScript, "by SHA before the script is known")
 	assert.Equal(t, int64(1), calls[1].Reply)
 	assert.Equal(t, int64(0), calls[2].Reply)
@@ -29,7 +28,7 @@ func TestEvalEach(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	nodeutil.EvalEach(ctx, n, calls)
+	driver.EvalEach(ctx, n, calls)
 	for _, c := range calls {
 		require.ErrorIs(t, c.Err, context.Canceled)
 		assert.Nil(t, c.Reply)
@@ -38,9 +37,9 @@ func TestEvalEach(t *testing.T) {
 }
 
 func TestFailAll(t *testing.T) {
-	calls := []core.Call{{Reply: int64(1)}, {Err: errors.New("old")}}
+	calls := []driver.Call{{Reply: int64(1)}, {Err: errors.New("old")}}
 	boom := errors.New("boom")
-	nodeutil.FailAll(calls, boom)
+	driver.FailAll(calls, boom)
 	for _, c := range calls {
 		assert.Equal(t, boom, c.Err)
 		assert.Nil(t, c.Reply)

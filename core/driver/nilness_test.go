@@ -1,4 +1,4 @@
-package nilness
+package driver
 
 import (
 	"testing"

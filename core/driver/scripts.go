@@ -1,0 +1,217 @@
+package driver
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+)
+
+// Script is one Lua script of the lock protocol. The scripts are constants:
+// no importer can change what core sends.
+type Script uint8
+
+// The scripts of the protocol. Backends that cannot run Lua (such as
+// backends/memory) recognise them by SHA and implement their semantics.
+const (
+	// ScriptRelease deletes KEYS[1] if it holds ARGV[1] and returns 1, or
+	// returns 0. When the wait queue KEYS[2] and the channel prefix ARGV[2]
+	// are given (core gives them to the herald node only, with
+	// ReleaseChannel of the key: see Locker) and the queue is not empty, it
+	// then hands the lock over: it pops the ticket at the queue's head,
+	// publishes it on the channel of the ticket's owner (WaiterChannel:
+	// only that Locker hears it, and only that waiter wakes), and returns 2.
+	ScriptRelease Script = iota
+
+	// ScriptExtend sets the expiry of KEYS[1] to ARGV[2] milliseconds if it
+	// holds ARGV[1], and returns 1 if it did, else 0.
+	ScriptExtend
+
+	// ScriptAcquireFenced sets KEYS[1] to ARGV[1] with an expiry of ARGV[2]
+	// milliseconds if it does not exist, as SET NX PX does, and then
+	// increments the counter KEYS[2] and returns its new value; it returns
+	// 0 if the key existed.
+	ScriptAcquireFenced
+
+	// ScriptRaiseFence raises the counter KEYS[1] to ARGV[1] if it is
+	// lower (a missing counter counts as 0), and returns 1.
+	ScriptRaiseFence
+
+	// ScriptEnqueue appends the waiter ticket ARGV[1] to the wait queue
+	// KEYS[2] of the lock KEYS[1], and sets the queue to expire after
+	// ARGV[2] milliseconds, returning 1; but when ARGV[3] is not "force"
+	// and the lock is free, it does nothing and returns 0: the waiter
+	// should try again at once rather than wait for a release that
+	// already happened.
+	ScriptEnqueue
+
+	// ScriptDequeue removes the waiter ticket ARGV[1] from the wait queue
+	// KEYS[1] and returns how many entries it removed.
+	ScriptDequeue
+
+	// ScriptAcquireGuarded is the acquisition under the restart guard (see
+	// WithRestartGuard). KEYS[2] is the node's birth key (BirthKey): when
+	// the server's data began, in milliseconds of the server's TIME, never
+	// expiring, so that a restart without persistence loses it. When the
+	// key is missing, the script writes the time the server process started
+	// (TIME less INFO's uptime_in_seconds; TIME itself where INFO cannot be
+	// called), since data the server holds cannot be older than that. It
+	// computes the node's age from it (0 when the clock went back; a birth
+	// time of 0 marks an adopted node, old whatever the clock says). A node
+	// younger than ARGV[3] milliseconds sets nothing and returns -1 - age
+	// (a negative number). Otherwise it sets KEYS[1] to ARGV[1] with an
+	// expiry of ARGV[2] milliseconds if it does not exist, as SET NX PX
+	// does, and returns 0 if it existed; when it set it, it returns 1, or,
+	// when the fencing counter KEYS[3] is given, increments it and returns
+	// its new value, as ScriptAcquireFenced does.
+	ScriptAcquireGuarded
+
+	// ScriptAdopt sets the birth key KEYS[1] to 0, which marks the node
+	// adopted: old to the restart guard at once. It returns 1; see
+	// Locker.Adopt.
+	ScriptAdopt
+
+	// ScriptIdentify reads the server's identity from KEYS[1] (IdentityKey)
+	// and returns it; when the key is missing, it first sets it to ARGV[1],
+	// a fresh random value, with no expiry. Core runs it before a node's
+	// first yes counts and again after a failure, so that one server
+	// reached under two names votes once (see New).
+	ScriptIdentify
+
+	scriptCount = iota
+)
+
+type scriptText struct{ name, source, sha string }
+
+var scriptTexts = func() [scriptCount]scriptText {
+	t := [scriptCount]scriptText{
+		ScriptRelease: {name: "release", source: `if redis.call("get", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+redis.call("del", KEYS[1])
+local ticket = KEYS[2] and ARGV[2] and redis.call("lpop", KEYS[2])
+if ticket then
+	redis.call("publish", ARGV[2] .. ":" .. string.match(ticket, "^[^.]*"), ticket)
+	return 2
+end
+return 1`},
+		ScriptExtend: {name: "extend", source: `if redis.call("get", KEYS[1]) == ARGV[1] then
+	return redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 0`},
+		ScriptAcquireFenced: {name: "acquire-fenced", source: `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return redis.call("incr", KEYS[2])
+end
+return 0`},
+		ScriptRaiseFence: {name: "raise-fence", source: `local t = tonumber(ARGV[1])
+if (tonumber(redis.call("get", KEYS[1])) or 0) < t then
+	redis.call("set", KEYS[1], ARGV[1])
+end
+return 1`},
+		ScriptEnqueue: {name: "enqueue", source: `if ARGV[3] ~= "force" and redis.call("exists", KEYS[1]) == 0 then
+	return 0
+end
+redis.call("rpush", KEYS[2], ARGV[1])
+redis.call("pexpire", KEYS[2], ARGV[2])
+return 1`},
+		ScriptDequeue: {name: "dequeue", source: `return redis.call("lrem", KEYS[1], 0, ARGV[1])`},
+		ScriptAcquireGuarded: {name: "acquire-guarded", source: `local t = redis.call("time")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local born = tonumber(redis.call("get", KEYS[2]))
+if not born then
+	born = now
+	local info = redis.pcall("info", "server")
+	if type(info) == "string" then
+		local up = tonumber(string.match(info, "uptime_in_seconds:(%d+)"))
+		if up then
+			born = now - up * 1000
+		end
+	end
+	redis.call("set", KEYS[2], string.format("%d", born))
+end
+if born ~= 0 then
+	local age = math.max(now - born, 0)
+	if age < tonumber(ARGV[3]) then
+		return -1 - age
+	end
+end
+if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
+	return 0
+end
+if KEYS[3] then
+	return redis.call("incr", KEYS[3])
+end
+return 1`},
+		ScriptAdopt: {name: "adopt", source: `redis.call("set", KEYS[1], "0")
+return 1`},
+		ScriptIdentify: {name: "identify", source: `local id = redis.call("get", KEYS[1])
+if not id then
+	id = ARGV[1]
+	redis.call("set", KEYS[1], id)
+end
+return id`},
+	}
+	for i := range t {
+		sum := sha1.Sum([]byte(t[i].source))
+		t[i].sha = hex.EncodeToString(sum[:])
+	}
+	return t
+}()
+
+// Name is the script's short name, such as "release".
+func (s Script) Name() string {
+	if s >= scriptCount {
+		return "script(" + strconv.Itoa(int(s)) + ")"
+	}
+	return scriptTexts[s].name
+}
+
+// Source is the Lua text, as sent with EVAL; "" for an unknown Script.
+func (s Script) Source() string {
+	if s >= scriptCount {
+		return ""
+	}
+	return scriptTexts[s].source
+}
+
+// SHA is the hex SHA1 of Source, as sent with EVALSHA; "" for an unknown
+// Script.
+func (s Script) SHA() string {
+	if s >= scriptCount {
+		return ""
+	}
+	return scriptTexts[s].sha
+}
+
+// String returns the script's name.
+func (s Script) String() string { return s.Name() }
+
+// Scripts returns every script of the protocol, in a new slice.
+func Scripts() []Script {
+	all := make([]Script, scriptCount)
+	for i := range all {
+		all[i] = Script(i)
+	}
+	return all
+}
+
+// IsAcquisition reports whether a script, given by SHA (EVALSHA) or by
+// source (EVAL), is one of the protocol's acquisitions (fenced or
+// restart-guarded), for nodes that count acquisition attempts.
+func IsAcquisition(sha, source string) bool {
+	for _, s := range [...]Script{ScriptAcquireGuarded, ScriptAcquireFenced} {
+		if sha == s.SHA() || source == s.Source() {
+			return true
+		}
+	}
+	return false
+}
+
+// ScriptBySHA returns the protocol's script whose SHA is sha, if any.
+func ScriptBySHA(sha string) (Script, bool) {
+	for i := range Script(scriptCount) {
+		if scriptTexts[i].sha == sha {
+			return i, true
+		}
+	}
+	return 0, false
+}
