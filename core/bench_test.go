@@ -29,11 +29,11 @@ const benchKeyRing = 1024
 // each in its default (greedy) mode.
 var benchStrategies = []struct {
 	name string
-	new  func() core.Strategy
+	new  func() strategies.Strategy
 }{
-	{"sequential", func() core.Strategy { return strategies.Sequential() }},
-	{"parallel", func() core.Strategy { return strategies.Parallel() }},
-	{"failfast", func() core.Strategy { return strategies.FailFast() }},
+	{"sequential", func() strategies.Strategy { return strategies.Sequential() }},
+	{"parallel", func() strategies.Strategy { return strategies.Parallel() }},
+	{"failfast", func() strategies.Strategy { return strategies.FailFast() }},
 }
 
 // benchNodeTimeout replaces the default 50 ms node timeout: on a loaded
@@ -188,6 +188,6 @@ func BenchmarkTryAcquireHeld(b *testing.B) {
 // Release, over three nodes (default parallel strategy).
 func BenchmarkAcquireReleaseFenced(b *testing.B) {
 	b.ReportAllocs()
-	l := benchLocker(b, 3, core.WithFencing())
+	l := benchLocker(b, 3, core.WithFencing(true))
 	acquireRelease(b, l, benchKeys("bench:fenced"))
 }

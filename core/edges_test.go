@@ -2,13 +2,15 @@ package core_test
 
 import (
 	"context"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +31,7 @@ func TestKeyWithoutQueuePolls(t *testing.T) {
 		holder, err := core.New(memory.AsNodes(nodes))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, holder.Close()) }()
-		waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+		waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(delay, delay)))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, waiter.Close()) }()
 
@@ -117,7 +119,7 @@ func TestKeepAliveRacingReleaseAndClose(t *testing.T) {
 func TestLostLeaderRoundCleansUp(t *testing.T) {
 	const delay = time.Minute
 	synctest.Test(t, func(t *testing.T) {
-		l, herald, nodes := heldElsewhere(t, core.WithTries(2), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+		l, herald, nodes := heldElsewhere(t, core.WithTries(2), core.WithRetryDelay(strategies.JitterDelay(delay, delay)))
 		a := nodes[0]
 
 		got := make(chan error, 1)
@@ -356,7 +358,7 @@ func TestNoSpinWhileNodesFail(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			// Free on the herald, so the waiter's rounds find it free
 			// there and follow up briefly, then wait.
-			l, herald, nodes := heldElsewhere(t, core.WithTries(100), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			l, herald, nodes := heldElsewhere(t, core.WithTries(100), core.WithRetryDelay(strategies.JitterDelay(delay, delay)))
 			a, b, c := nodes[0], nodes[1], nodes[2]
 			ctx, cancel := context.WithCancel(t.Context())
 			got := make(chan error, 1)

@@ -3,11 +3,11 @@ package core
 import (
 	"errors"
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // The error categories. Every error of this package matches one of them with
@@ -45,37 +45,31 @@ var (
 	// ErrNodeTimeout: a node did not answer within the node timeout. It is
 	// found inside a QuorumError's node outcomes.
 	ErrNodeTimeout = errors.New("quorumlock: node timeout")
-	// ErrNodeRestarted: under the restart guard (WithRestartGuard), a node
-	// did not vote because its data is younger than the guard's max TTL
-	// (it restarted without persistence, or is new). It is each such
-	// node's outcome, as a *RestartGuardError, and the Reason of an
-	// Acquire that too few voters left without a quorum: Acquire waits
-	// for them within its context, so it fails this way only when its
-	// context ends first or TryAcquire does not wait.
+	// ErrNodeRestarted: the restart guard kept a node from voting, its data
+	// being younger than the guard's max TTL. It is such a node's outcome,
+	// and the Reason of an acquisition they left without a quorum (Acquire
+	// waits for them, so only once its context ends; TryAcquire at once).
 	ErrNodeRestarted = errors.New("quorumlock: node restarted recently")
-	// ErrDuplicateNode: a node did not vote because it is a server that
-	// already votes under another node's name (one server reached through
-	// two drivers, or by two spellings of its address). It is found inside
-	// a QuorumError's node outcomes, as a *DuplicateNodeError.
+	// ErrDuplicateNode: a node did not vote because its server already
+	// votes under another node's name. It is found inside a QuorumError's
+	// node outcomes, with the names of both nodes.
 	ErrDuplicateNode = errors.New("quorumlock: node is the same server as another")
 )
 
-// RestartGuardError is a node outcome's error when the restart guard did
-// not let the node vote: the node's data was Age old, by its own clock,
-// and it votes from MinAge (the guard's max TTL plus the drift
-// allowance). It matches ErrNodeRestarted.
-type RestartGuardError struct {
+// restartGuardError is a young node's outcome error: its data is Age old
+// and it votes from MinAge. It matches ErrNodeRestarted.
+type restartGuardError struct {
 	Age    time.Duration
 	MinAge time.Duration
 }
 
-func (e *RestartGuardError) Error() string {
+func (e *restartGuardError) Error() string {
 	return "quorumlock: node restarted recently (restart guard): data " + e.Age.String() +
 		" old, votes in " + (e.MinAge - e.Age).String() + " (at " + e.MinAge.String() + ")"
 }
 
 // Unwrap returns ErrNodeRestarted.
-func (e *RestartGuardError) Unwrap() error { return ErrNodeRestarted }
+func (e *restartGuardError) Unwrap() error { return ErrNodeRestarted }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
@@ -104,9 +98,8 @@ const (
 	OutcomeRefused
 	// OutcomeFailed: the node returned an error or did not answer in time.
 	OutcomeFailed
-	// OutcomeCanceled: the call was cut off before the node answered, because
-	// the caller's context ended or because the strategy ended the round once
-	// its result was known. It does not count as a node failure.
+	// OutcomeCanceled: the caller's context or the strategy cut the call off
+	// before the node answered. It does not count as a node failure.
 	OutcomeCanceled
 )
 
@@ -146,8 +139,8 @@ type QuorumError struct {
 	Key    string
 	Quorum int
 	// Reason is the category: ErrNotAcquired, ErrUnavailable,
-	// ErrNodeRestarted, ErrValidityExpired, ErrLockLost or ErrNotHeld. It is nil when the
-	// caller's context ended an extension before its outcome was known.
+	// ErrNodeRestarted, ErrValidityExpired, ErrLockLost or ErrNotHeld; nil
+	// when the caller's context ended an extension before its outcome.
 	Reason error
 	// Context is the caller's context error (with its cause, when one was
 	// given) if the context ended during the operation, else nil.
@@ -233,8 +226,7 @@ func (e *QuorumError) Unwrap() []error {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // nodeTimeoutError is a node call cut off by the node timeout. It hides
-// context errors from errors.Is, so that a caller testing for its own
-// context.DeadlineExceeded is not misled by a node's timeout.
+// context errors, so that context.DeadlineExceeded is the caller's own.
 type nodeTimeoutError struct {
 	after time.Duration
 	err   error // the driver's error, if it was not a context error
@@ -254,36 +246,11 @@ func (e *nodeTimeoutError) Unwrap() []error {
 	return []error{ErrNodeTimeout, e.err}
 }
 
-// errNoNodeAsked is the reason of an Acquire whose context had ended
-// before any node was asked: it is not acquired (it matches
-// ErrNotAcquired), but no one was found to hold the lock.
+// errNoNodeAsked is the reason of an Acquire whose context ended before it
+// asked any node. It matches ErrNotAcquired.
 var errNoNodeAsked error = noNodeAsked{}
 
 type noNodeAsked struct{}
 
 func (noNodeAsked) Error() string        { return "quorumlock: not acquired: no node was asked" }
 func (noNodeAsked) Is(target error) bool { return target == ErrNotAcquired }
-
-// guardWait reports whether nodes the restart guard kept from voting left
-// a round without a quorum that it would otherwise have had a chance of,
-// and how long until enough of them vote: results are a round's outcomes,
-// quorum the votes it needed.
-func guardWait(results []NodeResult, quorum int) (time.Duration, bool) {
-	var waits []time.Duration
-	failed := 0
-	for _, r := range results {
-		if r.Outcome != OutcomeFailed {
-			continue
-		}
-		failed++
-		if young := (*RestartGuardError)(nil); errors.As(r.Err, &young) {
-			waits = append(waits, max(young.MinAge-young.Age, 0))
-		}
-	}
-	need := failed - (len(results) - quorum) // young nodes that must vote
-	if need <= 0 || need > len(waits) {
-		return 0, false
-	}
-	slices.Sort(waits)
-	return waits[need-1], true
-}

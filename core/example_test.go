@@ -110,7 +110,7 @@ func ExampleLock_Extend() {
 // lock error.
 func ExampleLocker_Acquire_deadline() {
 	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)),
-		core.WithRetryDelay(core.JitterDelay(5*time.Millisecond, 10*time.Millisecond)))
+		core.WithRetryDelay(strategies.JitterDelay(5*time.Millisecond, 10*time.Millisecond)))
 	defer locker.Close()
 	held, _ := locker.TryAcquire(context.Background(), "k")
 	defer held.Release(context.Background())
@@ -126,7 +126,7 @@ func ExampleLocker_Acquire_deadline() {
 // Strategies change how a round asks the nodes, never the result's safety.
 func ExampleWithStrategy() {
 	locker, _ := core.New(memory.AsNodes(memory.NewNodes(5)),
-		core.WithStrategy(strategies.FailFast(strategies.StopAtQuorum())))
+		core.WithStrategy(strategies.FailFast(strategies.WithStopAtQuorum(true))))
 	defer locker.Close()
 	fmt.Println(locker.Quorum())
 	// Output:
@@ -179,7 +179,7 @@ func ExampleLock_Done() {
 // without knowing it.
 func ExampleLock_Token() {
 	ctx := context.Background()
-	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)), core.WithFencing())
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)), core.WithFencing(true))
 	defer locker.Close()
 
 	for range 3 {

@@ -1,5 +1,10 @@
 package core
 
+import "github.com/quorumlock/quorumlock/core/driver"
+
+// WithClock sets the clock of the Locker's validity and retry waits.
+func WithClock(c driver.Clock) Option { return withClock(c) }
+
 // SetKeeperAddHook makes f run as the keeper starts adding a lock, until
 // the returned function restores the previous hook.
 func SetKeeperAddHook(f func()) (restore func()) {
@@ -7,3 +12,11 @@ func SetKeeperAddHook(f func()) (restore func()) {
 	testHookKeeperAdd = f
 	return func() { testHookKeeperAdd = prev }
 }
+
+// DuplicateNodeError is the error of a node that is the same server as
+// another node.
+type DuplicateNodeError = duplicateNodeError
+
+// RestartGuardError is the error of a node the restart guard keeps from
+// voting.
+type RestartGuardError = restartGuardError

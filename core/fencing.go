@@ -3,24 +3,14 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// raiseFence is the second step of a fenced acquisition: the token is the
-// largest counter of the nodes that granted the lock, and before the lock
-// is handed out, a quorum of nodes must hold a counter at least that large,
-// so that any later quorum meets one of them and draws a larger token.
-//
-// Every node that answered is raised, not just a quorum: a quorum is
-// enough while nodes keep their counters, but a node that restarts without
-// them may be the only one a later quorum shares with this one, and then
-// the others of that quorum must know the token too. A node the restart
-// guard found young is raised as well, so that it has caught up by the
-// time its votes count again. Nothing more is sent when every node that
-// answered returned the token (the counters agreed, as they do while every
-// node is up), and a raise that a quorum at the token already makes safe
-// does not wait for the nodes that did not answer.
+// raiseFence is the second step of a fenced acquisition: it returns the
+// token (the largest granting counter) once a quorum holds at least it,
+// raising every node that answered (docs/design.md, fencing: the raise).
 func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []NodeResult, counters []int64) (int64, *QuorumError) {
 	var token int64
 	for i := range results {
@@ -40,8 +30,7 @@ func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []No
 	if n >= l.o.quorum && behind == 0 {
 		return token, nil
 	}
-	// With a quorum at the token already, the raise is for the nodes
-	// behind only, and does not wait for nodes that did not answer.
+	// With a quorum at the token already, nodes that did not answer are skipped.
 	enough, t := n >= l.o.quorum, token // copies: the fast path allocates nothing
 	keys, args := []string{fence}, []string{strconv.FormatInt(token, 10)}
 	raised := l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
@@ -69,8 +58,7 @@ func atToken(r NodeResult, counter, token int64) bool {
 }
 
 // answered reports whether a node answered an acquisition: it granted,
-// refused, or is young after a restart (the restart guard did not count its
-// vote; it lost its counter and is the node most in need of a raise).
+// refused, or is young (it lost its counter and needs the raise most).
 func answered(r NodeResult) bool {
 	return r.Outcome == OutcomeOK || r.Outcome == OutcomeRefused || errors.Is(r.Err, ErrNodeRestarted)
 }

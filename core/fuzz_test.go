@@ -9,12 +9,14 @@ package core_test
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
@@ -108,7 +110,7 @@ func FuzzKeys(f *testing.F) {
 		// outage.
 		opts := []core.Option{core.WithKeyPrefix(prefix), core.WithNodeTimeout(2 * time.Second)}
 		if fencing {
-			opts = append(opts, core.WithFencing())
+			opts = append(opts, core.WithFencing(true))
 		}
 		nodes := memory.NewNodes(3)
 		l, err := core.New(memory.AsNodes(nodes), opts...)
@@ -338,7 +340,7 @@ func FuzzOptions(f *testing.F) {
 			opts = append(opts, core.WithTries(tries))
 		}
 		if given(optRetry) {
-			opts = append(opts, core.WithRetryDelay(core.JitterDelay(time.Duration(retryMin), time.Duration(retryMax))))
+			opts = append(opts, core.WithRetryDelay(strategies.JitterDelay(time.Duration(retryMin), time.Duration(retryMax))))
 		}
 		if given(optKeepAlive) {
 			opts = append(opts, core.WithKeepAlive(time.Duration(keepAlive)))
@@ -347,7 +349,7 @@ func FuzzOptions(f *testing.F) {
 			opts = append(opts, core.WithMaxHold(time.Duration(maxHold)))
 		}
 		if given(optFencing) {
-			opts = append(opts, core.WithFencing())
+			opts = append(opts, core.WithFencing(true))
 		}
 		if given(optStrategy) {
 			opts = append(opts, core.WithStrategy(allStrategies()[int(set>>10)%len(allStrategies())]))
@@ -440,7 +442,7 @@ func FuzzRetryPolicies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, lo, hi int64, rounds int) {
 		minD, maxD := time.Duration(lo), time.Duration(hi)
 		within(t, "JitterDelay", func(context.Context) {
-			d := core.JitterDelay(minD, maxD)(rounds)
+			d := strategies.JitterDelay(minD, maxD)(rounds)
 			if maxD <= minD {
 				if d != minD {
 					t.Errorf("JitterDelay(%v, %v)(%d) = %v, want %v", minD, maxD, rounds, d, minD)
@@ -450,7 +452,7 @@ func FuzzRetryPolicies(f *testing.F) {
 			}
 		})
 		within(t, "ExponentialJitter", func(context.Context) {
-			d := core.ExponentialJitter(minD, maxD)(rounds)
+			d := strategies.ExponentialJitter(minD, maxD)(rounds)
 			if d < 0 || d > max(maxD, 0) {
 				t.Errorf("ExponentialJitter(%v, %v)(%d) = %v, out of [0, %v]", minD, maxD, rounds, d, max(maxD, 0))
 			}
@@ -482,12 +484,12 @@ func FuzzRestartGuard(f *testing.F) {
 		}
 		switch {
 		case off:
-			opts = append(opts, core.WithoutRestartGuard())
+			opts = append(opts, core.WithRestartGuard(0))
 		case guard != 0:
 			opts = append(opts, core.WithRestartGuard(time.Duration(guard)))
 		}
 		if fencing {
-			opts = append(opts, core.WithFencing())
+			opts = append(opts, core.WithFencing(true))
 		}
 		opts = append(opts, core.WithTries(1))
 		nodes := memory.NewNodes(int(n))

@@ -3,11 +3,12 @@ package core_test
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +33,7 @@ func TestRestartGuardDefaults(t *testing.T) {
 	}
 	l, _ := newLocker(t, 1, core.WithRestartGuard(time.Minute))
 	assert.Equal(t, time.Minute+drift(time.Minute), l.RestartGuard(), "on for one node when asked")
-	l, _ = newLocker(t, 5, core.WithoutRestartGuard())
+	l, _ = newLocker(t, 5, core.WithRestartGuard(0))
 	assert.Zero(t, l.RestartGuard())
 
 	for name, opts := range map[string][]core.Option{
@@ -86,7 +87,7 @@ func TestRestartGuard(t *testing.T) {
 
 	t.Run("off: the restarted node lets a second holder in", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			_, b, _, held := scenario(t, core.WithoutRestartGuard())
+			_, b, _, held := scenario(t, core.WithRestartGuard(0))
 			second, err := b.TryAcquire(t.Context(), "k")
 			require.NoError(t, err, "the hole the guard closes")
 			assert.NoError(t, held.Err(), "and the first holder does not know")
@@ -172,7 +173,7 @@ func TestRestartGuard(t *testing.T) {
 
 	t.Run("fencing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithFencing())
+			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithFencing(true))
 			var last int64
 			for i := range 6 {
 				restartEmpty(nodes[i%3]) // counter and birth gone
@@ -188,7 +189,7 @@ func TestRestartGuard(t *testing.T) {
 
 	t.Run("fencing: a young node catches up on the counter", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithFencing())
+			l, nodes := newLocker(t, 3, core.WithTries(1), core.WithFencing(true))
 			lock, err := l.TryAcquire(t.Context(), "k")
 			require.NoError(t, err)
 			require.NoError(t, lock.Release(t.Context()))
@@ -262,7 +263,7 @@ func TestAdopt(t *testing.T) {
 	born, _, _ := nodes[1].Get(driver.BirthKey)
 	assert.Equal(t, "0", born, "the others are adopted")
 
-	off, offNodes := newLocker(t, 3, core.WithoutRestartGuard())
+	off, offNodes := newLocker(t, 3, core.WithRestartGuard(0))
 	offNodes[0].Del(driver.BirthKey)
 	require.NoError(t, off.Adopt(t.Context()), "nothing to do with the guard off")
 	_, _, ok := offNodes[0].Get(driver.BirthKey)

@@ -3,47 +3,24 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// This file is the fast hand-off. A waiter in Acquire that lost a round to
-// another holder subscribes to its Locker's channel for the key
-// (WaiterChannel) on the herald node (the Locker's first node by name, the
-// same for every Locker over those servers), and queues a ticket in the
-// key's wait queue there (ScriptEnqueue). The holder's release pops the
-// oldest ticket and publishes it on the channel of the ticket's Locker:
-// only that Locker hears it, only that waiter wakes, and it takes the lock
-// with an ordinary round, which no one else is running. Waiters are thus
-// served first come, first served across all Lockers, and a release wakes
-// one waiter, not a herd: a herd of waiters starting rounds together splits
-// the nodes' votes so that often none wins (measured: 32 goroutines of one
-// Locker on 3 nodes took ten times longer with every waiter woken).
-//
-// An empty notice (the subscription was confirmed or made again, and a
-// release may have been missed; or a ticket of this Locker whose waiter
-// has gone) wakes the Locker's longest waiting waiter; such woken rounds
-// ask the nodes one by one (leaderRound) so that they do not split the
-// votes. Notices that arrive while the woken waiter's round runs are held
-// back until that round is over, and passed on to one waiter only if it
-// lost. Every waiter keeps its retry delay as a fallback: for locks that
-// expire instead of being released, for a herald that is down, and for
-// tickets whose waiter vanished.
-//
-// One subscription per key and Locker serves all of the Locker's waiters on
-// that key; it lingers a moment after the last waiter leaves, so that a
-// key contended again and again is not subscribed to again and again.
+// This file is the fast hand-off (docs/handoff.md): release notices from
+// the herald, the key's wait queue there, and yielding a key just handed
+// over. Why it works as it does: docs/design.md, the hand-off inside.
 
 // watchLinger is how long a key's subscription outlives its last waiter.
 const watchLinger = time.Second
 
-// minSubscribeTimeout is the least time a subscription may take. It runs
-// beside the waiter's polling, not in its way, so it can be generous: a
-// fresh connection on a loaded machine can take longer than a node call.
+// minSubscribeTimeout is the least time a subscription may take: it runs
+// beside the waiter's polling, so it can be generous.
 const minSubscribeTimeout = time.Second
 
 // hub holds a Locker's release-notice subscriptions, by channel.
@@ -81,11 +58,8 @@ func newHub(l *Locker) *hub {
 	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[string]*watch), tickets: make(map[string]*waiter)}
 }
 
-// join returns the subscription to the release notices of rkey, with me
-// queued on it; the caller must leave it. A new subscription is made in
-// the background, so the waiter keeps polling meanwhile; once the first
-// node confirms it, the longest waiting waiter is woken, since the holder
-// may have released before.
+// join returns the subscription to rkey's release notices, with me queued
+// on it; the caller must leave it. A new one is made in the background.
 func (h *hub) join(rkey string, me *waiter) *watch {
 	channel := driver.WaiterChannel(rkey, h.owner)
 	h.mu.Lock()
@@ -133,9 +107,7 @@ func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	}
 	w.stops = append(w.stops, stop)
 	w.active = true
-	// Every waiter so far could not queue a ticket (it would not have been
-	// heard): wake them all, to queue one after one more round. Woken one
-	// at a time instead, the others would sleep out their retry delay.
+	// No waiter so far could queue a ticket: wake them all to queue now.
 	for _, me := range w.queue {
 		me.queued, me.activated = false, true
 		select {
@@ -148,10 +120,8 @@ func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	h.mu.Unlock()
 }
 
-// message handles a notice: a ticket wakes its waiter, if it is one of
-// this Locker's; an empty message, or a ticket of this Locker whose waiter
-// has gone (the lock is free and no one else was told), wakes the longest
-// waiting waiter.
+// message handles a notice: a ticket of this Locker wakes its waiter; an
+// empty message, or a ticket whose waiter has gone, the longest waiting one.
 func (h *hub) message(w *watch, message string) {
 	if message != "" && !strings.HasPrefix(message, h.prefix) {
 		return // another Locker's waiter: that Locker wakes it
@@ -188,10 +158,8 @@ func (h *hub) hasTicket(me *waiter) bool {
 	return me.ticket != ""
 }
 
-// newTicket gives me a ticket for the key's wait queue and registers it,
-// so that a notice that comes as soon as it is queued finds me; ok is
-// false when w's subscription is not confirmed (a queued ticket would not
-// be heard) or me already has one.
+// newTicket gives me a ticket for the key's wait queue, registered before
+// it is queued; ok is false when w is not confirmed or me has one.
 func (h *hub) newTicket(w *watch, me *waiter) (ticket string, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -203,8 +171,7 @@ func (h *hub) newTicket(w *watch, me *waiter) (ticket string, ok bool) {
 	return me.ticket, true
 }
 
-// dropTicket forgets me's ticket and returns it, or "" if it has none
-// (it was never queued, or a notice has used it).
+// dropTicket forgets me's ticket and returns it, or "" if it has none.
 func (h *hub) dropTicket(me *waiter) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -216,9 +183,8 @@ func (h *hub) dropTicket(me *waiter) string {
 	return t
 }
 
-// takeWake reports what woke me since the last call: its ticket (the
-// lock was handed to it, and no one else was woken), or the confirmation of
-// the subscription (it can queue now); neither for an empty notice.
+// takeWake reports what woke me since the last call: its ticket, or the
+// subscription's confirmation; neither for an empty notice.
 func (h *hub) takeWake(me *waiter) (named, activated bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -229,8 +195,7 @@ func (h *hub) takeWake(me *waiter) (named, activated bool) {
 
 func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }
 
-// arm puts me in the queue, if not there already: called before each
-// round, so that a release during the round counts.
+// arm puts me in w's queue, if not there already.
 func (h *hub) arm(w *watch, me *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -244,10 +209,8 @@ func (h *hub) armLocked(w *watch, me *waiter) {
 	}
 }
 
-// roundOver is called after each of me's rounds. Notices that came while
-// me was the woken waiter in its round were dropped; unless me has won the
-// lock (they were then the release it took over), one of them is passed on
-// now, since a later release may be among them.
+// roundOver is called after each of me's rounds: notices held back while
+// it ran are passed on to one waiter unless me won.
 func (h *hub) roundOver(w *watch, me *waiter, won bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -263,9 +226,8 @@ func (h *hub) roundOver(w *watch, me *waiter, won bool) {
 	}
 }
 
-// notifyLocked wakes the longest waiting waiter, unless a woken one is
-// still in its round: that one's round may already see the release, and
-// if not, roundOver passes the notice on. h.mu is held.
+// notifyLocked wakes the longest waiting waiter, or holds the notice back
+// while a woken one's round runs (see roundOver). h.mu is held.
 func (h *hub) notifyLocked(w *watch) {
 	if w.busy != nil {
 		w.missed = true
@@ -303,8 +265,7 @@ func (h *hub) forget(w *watch, me *waiter) {
 	}
 }
 
-// leave gives up a subscription; the last to leave lets it linger, and
-// then ends it.
+// leave gives up a subscription; the last to leave lets it linger, then ends it.
 func (h *hub) leave(w *watch, me *waiter) {
 	h.forget(w, me)
 	h.mu.Lock()
@@ -349,7 +310,7 @@ func (h *hub) endLocked(w *watch) {
 }
 
 // close ends every subscription and waits for the hub's goroutines; no
-// waiter may be left (Close waits for Acquire calls first).
+// waiter may be left.
 func (h *hub) close() {
 	h.mu.Lock()
 	h.closed = true
@@ -375,4 +336,125 @@ func runAll(fns []func()) {
 	for _, f := range fns {
 		f()
 	}
+}
+
+// queue puts the waiter in the key's wait queue after a round lost to a
+// holder (or with force), joining the key's notices first. It reports true
+// when the queue first found the lock free: try again at once.
+func (a *acquisition) queue() (again bool) {
+	if !a.handoff || !a.force && !errors.Is(a.last.Reason, ErrNotAcquired) {
+		a.frees = 0 // not lost to a holder: no short pauses
+		return false
+	}
+	if a.w == nil {
+		a.me = newWaiter()
+		a.w = a.l.hub.join(a.rkey, a.me)
+	}
+	queued, free := a.l.enqueue(a.ctx, a.w, a.me, a.rkey, a.qkey, a.force)
+	if queued {
+		a.force = false
+	}
+	if !free {
+		a.frees = 0
+		return false
+	}
+	if a.frees++; a.frees == 1 {
+		a.followUp, a.woken = true, a.chain
+		return true
+	}
+	return false
+}
+
+// leaveQueue takes the waiter out of the queue and the notices.
+func (a *acquisition) leaveQueue() {
+	if a.w != nil {
+		a.l.dequeue(a.ctx, a.me, a.qkey)
+		a.l.hub.leave(a.w, a.me)
+	}
+}
+
+// wakeKind says what started a round of Acquire.
+type wakeKind uint8
+
+const (
+	wokenByNothing wakeKind = iota // the first round, a retry delay or a free lock
+	wokenByNotice                  // an empty release notice, which may have woken others
+	wokenByTicket                  // the waiter's own ticket: it alone was woken
+)
+
+// queueTTLFactor is how many TTLs a wait queue outlives its last addition.
+const queueTTLFactor = 4
+
+// enqueue puts me's ticket in the key's wait queue on the herald; with
+// force, even if the lock is free. It reports queued, or free when the
+// lock was free and nothing was queued; neither when w is not confirmed,
+// the herald failed, or me is already queued.
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey string, force bool) (queued, free bool) {
+	ticket, ok := l.hub.newTicket(w, me)
+	if !ok {
+		return l.hub.hasTicket(me), false
+	}
+	mode := ""
+	if force {
+		mode = "force"
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+	// Once only: not idempotent, a ticket queued twice is popped twice.
+	a, err := l.scriptAnswerOnce(cctx, l.herald, driver.ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
+	cancel()
+	if err != nil || a == 0 {
+		// A failed call may have queued it; its notice then wakes another waiter.
+		l.hub.dropTicket(me)
+	}
+	return err == nil && a == 1, err == nil && a == 0
+}
+
+// dequeue takes me's ticket out of the wait queue, if it is still there.
+func (l *Locker) dequeue(ctx context.Context, me *waiter, qkey string) {
+	ticket := l.hub.dropTicket(me)
+	if ticket == "" {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
+	_, _ = l.scriptAnswerOnce(cctx, l.herald, driver.ScriptDequeue, []string{qkey}, []string{ticket})
+	cancel()
+}
+
+// handedOver records that this Locker's release handed rkey to a waiter
+// (see yielding).
+func (l *Locker) handedOver(rkey string) {
+	now := l.o.clock.Now()
+	l.yieldMu.Lock()
+	defer l.yieldMu.Unlock()
+	if len(l.yields) >= maxYields {
+		for k, until := range l.yields {
+			if !now.Before(until) {
+				delete(l.yields, k)
+			}
+		}
+	}
+	if len(l.yields) < maxYields {
+		l.yields[rkey] = now.Add(l.o.nodeTimeout)
+	}
+	l.yieldN.Store(int32(len(l.yields)))
+}
+
+// maxYields bounds the keys a Locker remembers having handed over.
+const maxYields = 1024
+
+// yielding reports whether this Locker handed rkey to a waiter within the
+// last node timeout, and forgets it (docs/design.md, yielding).
+func (l *Locker) yielding(rkey string) bool {
+	if l.yieldN.Load() == 0 {
+		return false
+	}
+	l.yieldMu.Lock()
+	defer l.yieldMu.Unlock()
+	until, ok := l.yields[rkey]
+	if !ok {
+		return false
+	}
+	delete(l.yields, rkey)
+	l.yieldN.Store(int32(len(l.yields)))
+	return l.o.clock.Now().Before(until)
 }

@@ -16,14 +16,14 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // allStrategies are every built-in strategy in every mode.
-func allStrategies() []core.Strategy {
-	return []core.Strategy{
+func allStrategies() []strategies.Strategy {
+	return []strategies.Strategy{
 		strategies.Sequential(),
-		strategies.Sequential(strategies.StopAtQuorum()),
+		strategies.Sequential(strategies.WithStopAtQuorum(true)),
 		strategies.Parallel(),
-		strategies.Parallel(strategies.StopAtQuorum()),
+		strategies.Parallel(strategies.WithStopAtQuorum(true)),
 		strategies.FailFast(),
-		strategies.FailFast(strategies.StopAtQuorum()),
+		strategies.FailFast(strategies.WithStopAtQuorum(true)),
 	}
 }
 

@@ -3,13 +3,14 @@ package core_test
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -216,7 +217,7 @@ func TestOneServerOneVote(t *testing.T) {
 	// so nothing marks "a" unverified; the server's new identity is
 	// checked against a fresh answer from every verified node.
 	t.Run("a restart without persistence between calls", func(t *testing.T) {
-		l, a, b, _, last := oneServerTwice(t, core.WithStrategy(strategies.Sequential()), core.WithoutRestartGuard())
+		l, a, b, _, last := oneServerTwice(t, core.WithStrategy(strategies.Sequential()), core.WithRestartGuard(0))
 		lock, err := l.TryAcquire(t.Context(), "k")
 		require.NoError(t, err)
 		require.NoError(t, lock.Extend(t.Context()))
@@ -330,7 +331,7 @@ func TestIdentityCheckedAgainAfterFailure(t *testing.T) {
 func TestIdentityCheckFails(t *testing.T) {
 	a, b := memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))
 	denied := &noIdentity{Node: b}
-	l, err := core.New([]core.Node{a, denied}, core.WithoutRestartGuard())
+	l, err := core.New([]core.Node{a, denied}, core.WithRestartGuard(0))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, l.Close()) }()
 	_, err = l.TryAcquire(t.Context(), "k")

@@ -4,30 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// This file is the keep-alive machinery: one goroutine per Locker, running
-// only while the Locker has kept-alive locks, extends every lock that falls
-// due, all due locks together. On a node that is a Batcher the extensions
-// of one tick go out in one round trip; on any other node they go one by
-// one, a few at a time. Each lock's votes are then counted exactly as
-// Extend counts them (settleExtend).
+// This file is the keeper: one goroutine per Locker, while it has
+// kept-alive locks, extends the due ones together and counts each lock's
+// votes as Extend does (docs/design.md, the keeper).
 
 // batchCallAllowance is the time a batch is given per call on top of the
-// node timeout: a node runs a few hundred thousand short scripts a second,
-// so 10,000 renewals take tens of milliseconds.
+// node timeout.
 const batchCallAllowance = 20 * time.Microsecond
 
 // fallbackWorkers is how many calls run at once on a node that is not a
 // Batcher.
 const fallbackWorkers = 8
 
-// testHookKeeperAdd, set by tests only, runs as keeper.add starts: where
-// a Release or Close racing KeepAlive can fall.
+// testHookKeeperAdd, set by tests only, runs as keeper.add starts.
 var testHookKeeperAdd func()
 
 // keeper holds a Locker's kept-alive locks and runs their renewals.
@@ -55,16 +51,13 @@ func newKeeper(l *Locker) *keeper {
 	return &keeper{l: l, locks: make(map[*Lock]*keptLock), wake: make(chan struct{}, 1)}
 }
 
-// KeepAlive starts extending the lock automatically, on the nodes of a
-// quorum, until it is released or lost or the Locker is closed. Each
-// extension starts one keep-alive interval (WithKeepAlive; TTL/3 by
-// default) after the start of the round that last set the validity, and is
-// counted as Extend counts it. When too many nodes fail to answer, it is
-// tried again (WithKeepAliveRetry) while validity remains; when the validity
-// runs out first, or an extension finds the lock gone, the lock is lost:
-// Done is closed and Err says why. With WithMaxHold, no extension starts
-// after the maximum hold time. Renewals skip a lock while its own Extend or
-// Release runs.
+// KeepAlive extends the lock automatically until it is released or lost
+// or the Locker is closed: one keep-alive interval (WithKeepAlive; TTL/3
+// by default) after the start of the round that last set the validity,
+// counted as Extend counts it. When too many nodes fail, it retries while
+// validity remains (after TTL/20 to TTL/10); when validity runs out first,
+// or an extension finds the lock gone, the lock is lost: Done is closed and
+// Err says why. No extension starts after WithMaxHold.
 //
 // KeepAlive returns ErrNotHeld for a released lock, the lock's Err for a
 // lost one, ErrClosed after the Locker's Close, and ErrInvalidArgument when
@@ -95,12 +88,9 @@ func (k *Lock) KeepAlive() error {
 	}
 }
 
-// add starts keeping k alive, unless the Locker is closed or k is no
-// longer held; it reports whether k is kept (a lock kept already, or one
-// the keep-alive stopped at the maximum hold time, counts: KeepAlive is
-// then a no-op). The keeper is the one owner of what it keeps: k's state
-// is read under kp.mu, and every end of k (finish) drops it under kp.mu
-// after setting the state, so no lock can be added after its end.
+// add starts keeping k alive unless the Locker is closed or k is no longer
+// held, and reports whether k is kept (or was stopped at the maximum hold
+// time). k's state is read under kp.mu, so no lock is added after its end.
 func (kp *keeper) add(k *Lock) bool {
 	if testHookKeeperAdd != nil {
 		testHookKeeperAdd()
@@ -119,8 +109,7 @@ func (kp *keeper) add(k *Lock) bool {
 	if held && !capped {
 		k.armLocked()
 	}
-	// The first extension is due one interval after the start of the
-	// round that set the validity.
+	// One interval after the start of the round that set the validity.
 	due := k.deadline.Add(-(l.o.ttl - l.o.drift())).Add(l.o.keepAlive)
 	k.mu.Unlock()
 	if !held || capped {
@@ -155,9 +144,8 @@ func (kp *keeper) signal() {
 	}
 }
 
-// idle returns once the goroutine has ended, if no lock is kept alive:
-// after the last kept-alive lock's Release, no keep-alive goroutine is
-// left. It must not be called from the keeper's own goroutine.
+// idle returns once the goroutine has ended, if no lock is kept alive. It
+// must not be called from the keeper's own goroutine.
 func (kp *keeper) idle() {
 	kp.mu.Lock()
 	if len(kp.locks) > 0 || !kp.running {
@@ -196,10 +184,7 @@ func (kp *keeper) run(exited chan struct{}) {
 		var next time.Time
 		for k, e := range kp.locks {
 			switch {
-			// A lock that falls due soon goes with this batch, to keep
-			// batches few; a retry after a failure waits its full delay.
-			// A lock whose own Extend or Release held it up waits until
-			// due: batched early, it would be found busy again at once.
+			// Due, or due soon and neither retrying nor postponed (docs/design.md).
 			case !e.due.After(now) || (e.failures == 0 && !e.postponed && !e.due.After(horizon)):
 				batch = append(batch, k)
 			case next.IsZero() || e.due.Before(next):
@@ -208,8 +193,6 @@ func (kp *keeper) run(exited chan struct{}) {
 		}
 		kp.mu.Unlock()
 
-		// Close releases every lock (after the Do functions holding some
-		// have returned), which empties the keeper and ends this loop.
 		if len(batch) > 0 {
 			kp.renew(batch)
 			continue
@@ -226,32 +209,7 @@ func (kp *keeper) run(exited chan struct{}) {
 // renew extends the due locks of one tick together.
 func (kp *keeper) renew(batch []*Lock) {
 	l := kp.l
-	now := l.o.clock.Now()
-	locks := batch[:0]
-	var deadlines []time.Time
-	for _, k := range batch {
-		if !k.op.TryLock() {
-			// Its Extend or Release is running; look again shortly.
-			kp.postpone(k, now.Add(l.o.nodeTimeout))
-			continue
-		}
-		k.mu.Lock()
-		held, deadline := k.state == stateHeld, k.deadline
-		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
-		if capped {
-			k.capped = true
-		}
-		k.mu.Unlock()
-		if !held || capped {
-			// Ended (finish drops it too) or at its maximum hold time:
-			// no longer kept.
-			kp.drop(k)
-			k.op.Unlock()
-			continue
-		}
-		locks = append(locks, k)
-		deadlines = append(deadlines, deadline)
-	}
+	locks, deadlines := kp.due(batch)
 	if len(locks) == 0 {
 		return
 	}
@@ -267,23 +225,61 @@ func (kp *keeper) renew(batch []*Lock) {
 
 	for i, k := range locks {
 		qe := k.settleExtend(context.Background(), start, end, deadlines[i], results[i])
-		kp.mu.Lock()
-		if e := kp.locks[k]; e != nil {
-			e.postponed = false
-			if qe == nil {
-				e.due, e.failures = start.Add(l.o.keepAlive), 0
-			} else {
-				e.failures++
-				e.due = end.Add(max(l.o.keepAliveRetry(e.failures), MinRetryDelay))
-			}
-		}
-		kp.mu.Unlock()
+		kp.reschedule(k, qe, start, end)
 		if qe != nil && errors.Is(qe.Reason, ErrUnavailable) {
 			k.mu.Lock()
 			k.keptErr = qe
 			k.mu.Unlock()
 		}
 		k.op.Unlock()
+	}
+}
+
+// due returns the locks of batch to extend now, each with its op mutex
+// held, and their deadlines; it drops ended and capped locks and postpones
+// busy ones.
+func (kp *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
+	l := kp.l
+	now := l.o.clock.Now()
+	locks = batch[:0]
+	for _, k := range batch {
+		if !k.op.TryLock() { // its Extend or Release runs
+			kp.postpone(k, now.Add(l.o.nodeTimeout))
+			continue
+		}
+		k.mu.Lock()
+		held, deadline := k.state == stateHeld, k.deadline
+		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
+		if capped {
+			k.capped = true
+		}
+		k.mu.Unlock()
+		if !held || capped {
+			kp.drop(k)
+			k.op.Unlock()
+			continue
+		}
+		locks = append(locks, k)
+		deadlines = append(deadlines, deadline)
+	}
+	return locks, deadlines
+}
+
+// reschedule sets when k is extended next, after the round from start to
+// end whose error is qe.
+func (kp *keeper) reschedule(k *Lock, qe *QuorumError, start, end time.Time) {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	e := kp.locks[k]
+	if e == nil {
+		return
+	}
+	e.postponed = false
+	if qe == nil {
+		e.due, e.failures = start.Add(kp.l.o.keepAlive), 0
+	} else {
+		e.failures++
+		e.due = end.Add(max(kp.l.o.keepAliveRetry(e.failures), MinRetryDelay))
 	}
 }
 
@@ -310,7 +306,6 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 		wg.Go(func() {
 			start := l.o.clock.Now()
 			votes := make([]vote, len(locks))
-			// One server, one vote, as in a round (identity.go).
 			if err := l.precheck(ctx, j); err != nil {
 				for i := range votes {
 					votes[i].err = err
@@ -327,8 +322,7 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 			for i, v := range votes {
 				r := &out[i][j]
 				*r = NodeResult{Index: j, Node: l.names[j], Latency: latency}
-				// The batch's deadline is the node timeout: nothing
-				// cuts it off from outside.
+				// Never cut: the batch's only deadline is its own.
 				r.Outcome, r.Err = l.outcome(j, v.ok, v.err, false, ctx.Err() != nil, timeout)
 			}
 		})
@@ -343,9 +337,8 @@ type vote struct {
 	err error
 }
 
-// extendBatched sends the extensions to node i in one batch, by SHA once
-// the node has the script, and again by source for the calls that met
-// NOSCRIPT.
+// extendBatched sends the extensions to node i in one batch, resending by
+// source the calls that met NOSCRIPT.
 func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, ttl string, votes []vote) {
 	s := driver.ScriptExtend
 	byHash := l.loaded[i].Load()&bit(s) != 0

@@ -3,12 +3,14 @@ package core_test
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"slices"
 	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,7 +103,7 @@ func TestKeepAlive(t *testing.T) {
 	})
 	t.Run("a node back in time saves the lock", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithTTL(ttl), core.WithKeepAliveRetry(core.JitterDelay(50*time.Millisecond, 50*time.Millisecond)))
+			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
 			lock := keptAlive(t, l, "k")
 			nodes[0].Pause()
 			nodes[1].Pause()
@@ -476,7 +478,7 @@ func TestDo(t *testing.T) {
 
 func TestFencing(t *testing.T) {
 	t.Run("tokens grow", func(t *testing.T) {
-		l, _ := newLocker(t, 3, core.WithFencing())
+		l, _ := newLocker(t, 3, core.WithFencing(true))
 		var last int64
 		for range 20 {
 			lock, err := l.Acquire(t.Context(), "k")
@@ -495,7 +497,7 @@ func TestFencing(t *testing.T) {
 		assert.Equal(t, 1, nodes[0].Calls().Acquires, "one acquisition, no fencing step")
 	})
 	t.Run("the second step raises the counters", func(t *testing.T) {
-		l, nodes := newLocker(t, 3, core.WithFencing())
+		l, nodes := newLocker(t, 3, core.WithFencing(true))
 		fence, ok := driver.FenceKey("k")
 		require.True(t, ok)
 		nodes[0].Set(fence, "10", 0)
@@ -519,7 +521,7 @@ func TestFencing(t *testing.T) {
 	t.Run("a node that lost its counter", func(t *testing.T) {
 		// Without the restart guard, which would keep each restarted node
 		// out for a TTL: the tokens must grow even when it counts at once.
-		l, nodes := newLocker(t, 3, core.WithFencing(), core.WithoutRestartGuard())
+		l, nodes := newLocker(t, 3, core.WithFencing(true), core.WithRestartGuard(0))
 		var last int64
 		for i := range 30 {
 			n := nodes[i%3]
@@ -537,7 +539,7 @@ func TestFencing(t *testing.T) {
 		// with token 1, a quorum that agrees. If only they knew it, A's
 		// restart without data would leave A, D and E, a later quorum,
 		// with no node that saw 1, and the next token would be 1 again.
-		l, nodes := newLocker(t, 5, core.WithFencing(), core.WithoutRestartGuard())
+		l, nodes := newLocker(t, 5, core.WithFencing(true), core.WithRestartGuard(0))
 		nodes[3].Set("k", "stale", time.Hour)
 		nodes[4].Set("k", "stale", time.Hour)
 		lock, err := l.Acquire(t.Context(), "k")
@@ -563,7 +565,7 @@ func TestFencing(t *testing.T) {
 	})
 	t.Run("a raise for the nodes behind does not wait for a node that is down", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 5, core.WithFencing(), core.WithoutRestartGuard())
+			l, nodes := newLocker(t, 5, core.WithFencing(true), core.WithRestartGuard(0))
 			nodes[3].Set("k", "stale", time.Hour) // D refuses: it is raised
 			nodes[4].Pause()                      // E does not answer
 			defer nodes[4].Resume()
@@ -581,7 +583,7 @@ func TestFencing(t *testing.T) {
 	t.Run("raise fails", func(t *testing.T) {
 		nodes := memory.NewNodes(3)
 		wrapped := []core.Node{nodes[0], noRaise{plainNode{nodes[1]}}, noRaise{plainNode{nodes[2]}}}
-		l, err := core.New(wrapped, core.WithFencing(), core.WithTries(1))
+		l, err := core.New(wrapped, core.WithFencing(true), core.WithTries(1))
 		require.NoError(t, err)
 		defer func() { require.NoError(t, l.Close()) }()
 		fence, _ := driver.FenceKey("k")
@@ -605,7 +607,7 @@ func TestFencing(t *testing.T) {
 			_, ok := driver.FenceKey(k)
 			assert.False(t, ok, k)
 		}
-		l, _ := newLocker(t, 1, core.WithFencing())
+		l, _ := newLocker(t, 1, core.WithFencing(true))
 		_, err := l.Acquire(t.Context(), "a}b")
 		require.ErrorIs(t, err, core.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "hash tag")
@@ -621,7 +623,7 @@ func TestWakeOnRelease(t *testing.T) {
 		t.Run("wake="+strconv.FormatBool(wake), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				holder, nodes := newLocker(t, 3)
-				waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithWakeOnRelease(wake))
+				waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(delay, delay)), core.WithWakeOnRelease(wake))
 				require.NoError(t, err)
 				defer func() { require.NoError(t, waiter.Close()) }()
 				held, err := holder.Acquire(t.Context(), "k")
@@ -656,7 +658,7 @@ func TestWakeOnRelease(t *testing.T) {
 	t.Run("a confirmed subscription queues the waiter without a round", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			nodes := []*memory.Node{memory.New(memory.WithName("c")), memory.New(memory.WithName("a")), memory.New(memory.WithName("b"))}
-			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(delay, delay)))
 			require.NoError(t, err)
 			nodes[0].Set("k", "rival", time.Hour)
 			nodes[1].Set("k", "rival", time.Hour)
@@ -696,7 +698,7 @@ func TestWakeOnRelease(t *testing.T) {
 			holder, err := core.New(views)
 			require.NoError(t, err)
 			defer func() { require.NoError(t, holder.Close()) }()
-			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(delay, delay)))
 			require.NoError(t, err)
 			defer func() { require.NoError(t, waiter.Close()) }()
 			held, err := holder.Acquire(t.Context(), "k")
@@ -740,7 +742,7 @@ func TestWaitQueue(t *testing.T) {
 	newLockers := func(t *testing.T, nodes []*memory.Node, n int) []*core.Locker {
 		ls := make([]*core.Locker, n)
 		for i := range ls {
-			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)))
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(delay, delay)))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, l.Close()) })
 			ls[i] = l
@@ -881,7 +883,7 @@ func TestWaitQueue(t *testing.T) {
 			// Three tries: the first round, the round its ticket starts, and
 			// one to spare. The follow-ups of the woken round (at once,
 			// then after short pauses) must not use them up.
-			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithTries(3))
+			waiter, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(delay, delay)), core.WithTries(3))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, waiter.Close()) })
 			// The holder's releases on the nodes other than the herald
@@ -892,7 +894,7 @@ func TestWaitQueue(t *testing.T) {
 			for _, i := range []int{0, 2} {
 				views[i] = &slowRelease{Node: nodes[i], open: open}
 			}
-			holder, err := core.New(views, core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithNodeTimeout(time.Second))
+			holder, err := core.New(views, core.WithRetryDelay(strategies.JitterDelay(delay, delay)), core.WithNodeTimeout(time.Second))
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, holder.Close()) })
 			held, err := holder.Acquire(t.Context(), "k")

@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// Lock is a held lock: an immutable identity (key and random value), an
-// optional fencing token, and the time until which holding it is safe. It
-// is safe for concurrent use; Extend and Release run one at a time. Methods
-// on a nil *Lock return ErrNotHeld.
-//
-// A lock ends when it is released, when an extension finds it lost, or
-// when its validity runs out; Done and Err report it, and Context derives a
-// context that ends with it. KeepAlive extends it automatically until then.
+// Lock is a held lock: its key and random value, an optional fencing
+// token, and the time until which holding it is safe. It is safe for
+// concurrent use; Extend and Release run one at a time. Methods on a nil
+// *Lock return ErrNotHeld. A lock ends when it is released, found lost by
+// an extension, or past its validity; Done and Err report it.
 type Lock struct {
 	locker *Locker
 	key    string // as given by the user
@@ -54,8 +52,7 @@ const (
 // endHook is a function to call with the cause when the lock ends.
 type endHook struct{ fn func(cause error) }
 
-// closedChan is the Done channel of a lock that had ended before anyone
-// asked for it.
+// closedChan is the Done channel of a lock that ended before anyone asked.
 var closedChan = func() chan struct{} {
 	c := make(chan struct{})
 	close(c)
@@ -80,11 +77,10 @@ func (k *Lock) Value() string {
 	return k.value
 }
 
-// Validity returns how long holding the lock remains safe: the TTL minus the
-// time the acquiring (or last extending) round took, minus the drift
-// allowance, minus the time since that round. It is zero once the lock is
-// released or lost. Do not start work on the protected resource that may
-// outlast it.
+// Validity returns how long holding the lock remains safe: what is left of
+// TTL - drift, counted from the start of the acquiring (or last extending)
+// round. It is zero once the lock is released or lost. Do not start work
+// on the protected resource that may outlast it.
 func (k *Lock) Validity() time.Duration {
 	if k == nil || k.locker == nil {
 		return 0
@@ -99,39 +95,13 @@ func (k *Lock) Validity() time.Duration {
 }
 
 // Token returns the lock's fencing token when the Locker has fencing on
-// (WithFencing), and 0 otherwise.
-//
-// The token is larger than the token of every acquisition of the same key
-// (and the same key prefix) that completed before this one began, through
-// any Locker over the same nodes, whatever quorum of nodes granted it. Hand
-// it to the storage the lock protects with every write, and have the storage
-// refuse a write whose token is lower than the highest it has seen: a holder
-// that paused past its validity (GC, swap, a slow network) then cannot
-// overwrite the work of the holder after it. Tokens grow but are not
-// consecutive: failed rounds use numbers up.
-//
-// How: each node keeps a counter beside the key (FenceKey, in the key's
-// cluster slot, never expiring). The acquiring script increments it on
-// every node that grants the lock; the token is the largest of the granting
-// nodes' values; and before the lock is handed out, a second step raises
-// the counter to the token on every node that answered (granted, refused,
-// or was found young by the restart guard), of which a quorum must confirm
-// (nothing is sent when every node that answered returned the token). Any
-// later acquisition needs a quorum, which shares at least one node with
-// that one, whose counter it then takes above the token.
-//
-// The guarantee assumes that nodes keep their counters: a node restarted
-// without persistence, or whose data was flushed, forgets it. It holds as
-// long as, of the nodes raised for an acquisition, at least one keeps its
-// counter and takes part in the next quorum. With persistence that keeps
-// every write (AOF with appendfsync always) on every node it always holds.
-// Without, raising every node that answered means one restart cannot lower
-// a later token when every node answered as it was issued, and a restarted
-// node is raised again by each acquisition while the restart guard holds
-// its vote back; but a token can repeat when a later quorum's only raised
-// nodes have restarted empty (three nodes: C down while A and B issue the
-// token, A restarted, no acquisition while A is young, then A and C grant).
-// It also assumes that no one else writes the counter keys.
+// (WithFencing), and 0 otherwise. It is larger than the token of every
+// acquisition of the same key (and key prefix) that completed before this
+// one began, through any Locker over the same nodes; tokens are not
+// consecutive. Send it with every write to the protected storage, and
+// have the storage refuse a token lower than the highest it has seen. It
+// assumes the nodes keep their counters (persistence) and that no one else
+// writes them: see docs/fencing.md.
 func (k *Lock) Token() int64 {
 	if k == nil || k.locker == nil {
 		return 0
@@ -141,8 +111,6 @@ func (k *Lock) Token() int64 {
 
 // Done returns a channel that is closed when the lock ends: released,
 // found lost by an extension, or past its validity. Err then says why.
-// Asking for it arms a timer at the end of the validity; a lock nobody
-// watches costs no timer.
 func (k *Lock) Done() <-chan struct{} {
 	if k == nil || k.locker == nil {
 		return closedChan
@@ -242,9 +210,8 @@ func (k *Lock) armLocked() {
 	k.timer = k.locker.o.clock.AfterFunc(k.deadline.Sub(k.locker.o.clock.Now()), k.deadlinePassed)
 }
 
-// deadlinePassed runs when the deadline timer fires: it ends the lock if
-// its validity is over, and otherwise (an extension moved the deadline)
-// arms the timer again.
+// deadlinePassed ends the lock when its validity is over, and otherwise
+// (an extension moved the deadline) arms the timer again.
 func (k *Lock) deadlinePassed() {
 	k.mu.Lock()
 	k.timer = nil
@@ -277,10 +244,9 @@ func (k *Lock) expiredCauseLocked() error {
 	}
 }
 
-// finish ends the lock: it records the state and cause, closes Done, runs
-// the hooks and takes the lock out of the keeper. A held lock may become
-// released or lost, and a lost one released (so that a second Release is
-// a no-op); the first cause stays.
+// finish ends the lock with state s and cause: it closes Done, runs the
+// hooks and leaves the keeper. A lost lock may still become released; the
+// first cause stays.
 func (k *Lock) finish(s lockState, cause error) {
 	k.mu.Lock()
 	if k.state != stateHeld {
@@ -306,15 +272,13 @@ func (k *Lock) finish(s lockState, cause error) {
 	for _, h := range hooks {
 		h.fn(cause)
 	}
-	// After the state: the keeper adds only held locks (keeper.add).
-	k.locker.keeper.drop(k)
+	k.locker.keeper.drop(k) // after the state: the keeper adds only held locks
 	if obs := k.locker.obs; obs != nil && s == stateLost {
 		obs.Observe(context.Background(), Event{Kind: EventLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
 	}
 }
 
-// releasedError is the cause of a released lock. Release makes one on
-// every call, so it is a plain value, formatted only if someone asks.
+// releasedError is the cause of a released lock, formatted only if asked.
 type releasedError struct{ key string }
 
 func (e *releasedError) Error() string {
@@ -327,25 +291,19 @@ func (k *Lock) lose(qe *QuorumError) {
 	k.finish(stateLost, fmt.Errorf("quorumlock: lock %q lost: %w: %w", k.key, ErrLockLost, qe))
 }
 
-// Release deletes the lock on every node where it still holds this lock's
-// value, whatever the strategy (Redlock rule 6). It runs even if ctx has
-// already ended (a deferred Release after a cancellation must still free
-// the lock), bounded by the node timeout. Release stops the keep-alive and
-// returns once its goroutine, if this was its last lock, has ended.
+// Release deletes the lock on every node that still holds this lock's
+// value, whatever the strategy. It runs even if ctx has already ended,
+// bounded by the node timeout. It stops the keep-alive first, and ends its
+// goroutine if this was its last lock.
 //
-// It returns nil when a quorum of nodes deleted the lock. It returns a
-// *QuorumError matching ErrNotHeld when too few nodes still held it for this
-// owner to have held the lock at release time (it had expired or been taken
-// over), and one matching ErrUnavailable when node failures leave that
-// unknown. A Release that did not reach a quorum because nodes failed can
-// be called again: it asks the nodes that failed again (the others
-// answered already), and the Locker's Close does so too; keys it cannot
-// delete expire with the TTL. Such a retry returns nil once every node has
-// answered, since none then holds the lock (the first call may have
-// deleted it where its reply was lost). Once a quorum deleted the lock, or
-// no node is left to ask, Release returns nil without asking any node;
-// after the Locker's Close, a Release still to be tried again returns
-// ErrClosed.
+// It returns nil when a quorum deleted the lock, and otherwise a
+// *QuorumError: ErrNotHeld when too few nodes still held it (it had
+// expired or been taken over), ErrUnavailable when node failures leave
+// that unknown. A Release that nodes' failures kept from a quorum can be
+// called again (Close does too): it asks only the nodes that failed, and
+// returns nil once all have answered (docs/design.md, releasing again).
+// Once a quorum deleted the lock, or no node is left to ask, it returns nil
+// at once; one still to be retried returns ErrClosed after Close.
 func (k *Lock) Release(ctx context.Context) error {
 	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: release of a nil lock: %w", ErrNotHeld)
@@ -356,9 +314,7 @@ func (k *Lock) Release(ctx context.Context) error {
 	k.mu.Lock()
 	again := k.released != nil
 	k.mu.Unlock()
-	if again {
-		// A retry asks the nodes: Close must wait for it, and it must not
-		// run after Close closed them.
+	if again { // a retry asks the nodes: Close waits for it
 		if !k.locker.enter(nil) {
 			return k.locker.closedError(OpRelease, k.key)
 		}
@@ -380,10 +336,10 @@ func (k *Lock) release(ctx context.Context) error {
 	l := k.locker
 	var start time.Time // read only for an Observer
 	if l.obs != nil {
+		ctx = startWith(l.obs, ctx, EventRelease, k.key)
 		start = l.o.clock.Now()
 	}
-	if state != stateReleased {
-		// Stop the keep-alive first, so that no renewal follows the release.
+	if state != stateReleased { // no renewal may follow the release
 		k.relErr.key = k.key
 		k.finish(stateReleased, &k.relErr)
 		l.keeper.idle()
@@ -405,11 +361,7 @@ func (k *Lock) release(ctx context.Context) error {
 
 	err := releaseOutcome(k.key, l.o.quorum, results)
 	if prev != nil && errors.Is(err, ErrNotHeld) {
-		// Tried again, and no node holds the lock any more: a node that
-		// failed before may have deleted it then (a reply lost, or a call
-		// that ran once a hung server resumed). Whether the lock was still
-		// held at the first Release, that one said: unknown.
-		err = nil
+		err = nil // a node that failed before may have deleted it then
 	}
 	if l.obs != nil {
 		l.obs.Observe(ctx, Event{Kind: EventRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
@@ -444,17 +396,15 @@ func releaseOutcome(key string, q int, results []NodeResult) error {
 // hold is a holder at work (Lock.Hold): Close cancels it and waits for it.
 type hold struct{ cancel context.CancelCauseFunc }
 
-// Hold keeps the lock alive (KeepAlive) for a holder about to work under
-// it, and returns a context derived from parent that ends when the lock
-// ends (its cause is Err) or when the Locker is closing (a cause matching
-// ErrClosed), and a done function to call once the work is over, after
-// Release. Until done is called, the Locker's Close and Shutdown wait
-// instead of releasing the lock: a lock is never released under a holder
-// still at work. done is idempotent. Locker.Do uses Hold; use it where Do
-// does not fit (middleware/httplock does).
+// Hold keeps the lock alive for a holder about to work under it. It
+// returns a context derived from parent that ends when the lock ends (its
+// cause is Err) or the Locker is closing (a cause matching ErrClosed), and
+// an idempotent done function to call after Release. Until done, Close and
+// Shutdown wait instead of releasing the lock. Use it where Locker.Do does
+// not fit.
 //
-// Hold returns KeepAlive's errors, and ErrClosed once the Locker is
-// closing.
+// Hold returns KeepAlive's errors, ErrInvalidArgument for a nil parent, and
+// ErrClosed once the Locker is closing.
 func (k *Lock) Hold(parent context.Context) (ctx context.Context, done func(), err error) {
 	if k == nil || k.locker == nil {
 		return nil, nil, fmt.Errorf("quorumlock: hold of a nil lock: %w", ErrNotHeld)
@@ -483,17 +433,15 @@ func (k *Lock) Hold(parent context.Context) (ctx context.Context, done func(), e
 }
 
 // Extend resets the lock's TTL on the nodes that still hold it, and
-// succeeds only if a quorum did so before the current validity ran out
-// (Redlock rule 7). The new validity is computed as for an acquisition,
-// from the start of the extending round: TTL - elapsed - drift.
+// succeeds only if a quorum did so before the current validity ran out.
+// The new validity counts from the start of the extending round.
 //
-// A failed Extend returns a *QuorumError. ErrLockLost (the lock is no longer
-// held on enough nodes) and ErrValidityExpired (the validity ran out before
-// or during the round) mean the lock is gone: stop using the resource; Done
+// A failed Extend returns a *QuorumError. ErrLockLost and
+// ErrValidityExpired mean the lock is gone: stop using the resource; Done
 // is closed. ErrUnavailable means too many nodes failed to answer; the lock
 // stays valid for what remains of Validity, and Extend may be tried again.
-// Extending a released lock returns ErrNotHeld, and extending after the
-// Locker's Close returns ErrClosed.
+// Extending a released lock returns ErrNotHeld, after the Locker's Close
+// ErrClosed, and with a nil ctx ErrInvalidArgument.
 func (k *Lock) Extend(ctx context.Context) error {
 	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: extend of a nil lock: %w", ErrNotHeld)
@@ -529,6 +477,9 @@ func (k *Lock) Extend(ctx context.Context) error {
 		return qe
 	}
 
+	if l.obs != nil {
+		ctx = startWith(l.obs, ctx, EventExtend, k.key)
+	}
 	kv := []string{k.rkey, k.value, l.ttlMillis}
 	keys, args := kv[:1:1], kv[1:]
 	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
@@ -538,21 +489,17 @@ func (k *Lock) Extend(ctx context.Context) error {
 		qe.Context = contextError(ctx)
 		_, _, failed := qe.Counts()
 		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && failed <= len(results)-l.o.quorum {
-			// The caller's context cut the round short: the outcome is
-			// unknown, Reason is nil and Context says why.
-			qe.Reason = nil
+			qe.Reason = nil // cut short by the caller: outcome unknown
 		}
 		return qe
 	}
 	return nil
 }
 
-// settleExtend applies the outcome of an extending round that ran from
-// start to end while the lock's validity ended at deadline: the new
-// deadline on success, the end of the lock when the round shows it gone.
-// It returns nil on success; otherwise a *QuorumError whose Reason is
-// ErrValidityExpired or ErrLockLost (the lock has ended) or ErrUnavailable
-// (it is still valid until deadline).
+// settleExtend applies an extending round from start to end, the
+// validity ending at deadline, and reports it to the Observer. It returns
+// nil or a *QuorumError: ErrValidityExpired or ErrLockLost (the lock has
+// ended) or ErrUnavailable (still valid until deadline).
 func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time, results []NodeResult) *QuorumError {
 	qe := k.settle(start, end, deadline, results)
 	if obs := k.locker.obs; obs != nil {
@@ -572,9 +519,7 @@ func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *Quo
 	newDeadline := start.Add(l.o.ttl - l.o.drift())
 	ok, refused, _ := tally(results)
 	q := l.o.quorum
-	// Success needs the quorum to have answered while the old validity
-	// lasted, and validity left from the new round (a slow sequential round
-	// over many nodes can use up TTL - drift on its own).
+	// A quorum within the old validity, and validity left (docs/design.md).
 	if ok >= q && end.Before(deadline) && end.Before(newDeadline) {
 		k.mu.Lock()
 		if k.state == stateHeld {
@@ -586,9 +531,7 @@ func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *Quo
 	}
 	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end)}
 	switch {
-	case ok >= q:
-		// The round finished after the old validity ended: another owner
-		// may have taken the lock in between.
+	case ok >= q: // too late: another owner may have taken it in between
 		qe.Reason = ErrValidityExpired
 		qe.Validity = min(deadline.Sub(end), newDeadline.Sub(end))
 		k.lose(qe)

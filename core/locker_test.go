@@ -32,22 +32,18 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"typed nil node", []core.Node{memory.New(), (*memory.Node)(nil)}, nil, "node 1 is nil"},
 		{"same node twice", func() []core.Node { n := memory.New(); return []core.Node{n, memory.New(), n} }(), nil, "counted twice"},
 		{"same name twice", []core.Node{memory.New(memory.WithName("a")), memory.New(memory.WithName("a"))}, nil, `both "a"`},
-		{"nil option", three(), []core.Option{nil}, "option 0 is nil"},
 		{"zero TTL", three(), []core.Option{core.WithTTL(0)}, "TTL 0s must be at least 1ms"},
 		{"negative TTL", three(), []core.Option{core.WithTTL(-time.Second)}, "must be at least 1ms"},
 		{"TTL under the drift", three(), []core.Option{core.WithTTL(2 * time.Millisecond)}, "leaves no validity"},
 		{"quorum too small", three(), []core.Option{core.WithQuorum(1)}, "quorum 1 is impossible for 3 nodes"},
 		{"quorum zero", three(), []core.Option{core.WithQuorum(0)}, "quorum 0 is impossible"},
 		{"quorum too large", three(), []core.Option{core.WithQuorum(4)}, "quorum 4 is impossible"},
-		{"nil strategy", three(), []core.Option{core.WithStrategy(nil)}, "strategy is nil"},
 		{"zero tries", three(), []core.Option{core.WithTries(0)}, "tries 0 must be at least 1"},
-		{"nil retry", three(), []core.Option{core.WithRetryDelay(nil)}, "retry policy is nil"},
 		{"negative drift", three(), []core.Option{core.WithDriftFactor(-0.1)}, "drift factor"},
 		{"drift of one", three(), []core.Option{core.WithDriftFactor(1)}, "drift factor"},
 		{"NaN drift", three(), []core.Option{core.WithDriftFactor(math.NaN())}, "drift factor"},
 		{"zero node timeout", three(), []core.Option{core.WithNodeTimeout(0)}, "node timeout 0s must be positive"},
 		{"node timeout over the TTL", three(), []core.Option{core.WithTTL(time.Second), core.WithNodeTimeout(time.Second)}, "must be less than TTL - drift"},
-		{"nil clock", three(), []core.Option{core.WithClock(nil)}, "clock is nil"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,7 +191,7 @@ func TestMutualExclusion(t *testing.T) {
 	for _, s := range allStrategies() {
 		t.Run(s.String(), func(t *testing.T) {
 			l, _ := newLocker(t, 5, core.WithStrategy(s), core.WithNodeTimeout(time.Second),
-				core.WithTries(1_000_000), core.WithRetryDelay(core.JitterDelay(0, time.Millisecond)))
+				core.WithTries(1_000_000), core.WithRetryDelay(strategies.JitterDelay(0, time.Millisecond)))
 			var (
 				counter int
 				inside  int32
@@ -265,7 +261,7 @@ func TestClose(t *testing.T) {
 			for _, n := range nodes {
 				n.Set("k", "rival", time.Hour)
 			}
-			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(time.Minute, time.Minute)))
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(time.Minute, time.Minute)))
 			require.NoError(t, err)
 			done := make(chan error)
 			go func() {

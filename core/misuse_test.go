@@ -3,11 +3,13 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,8 +109,18 @@ func TestMisuseNew(t *testing.T) {
 		bad(t, `nodes 0 and 1 are both "a"`,
 			[]core.Node{memory.New(memory.WithName("a")), memory.New(memory.WithName("a"))})
 	})
-	t.Run("nil_option", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: option 1 is nil", threeNodes(), core.WithTTL(time.Second), nil)
+	t.Run("nil_means_unset", func(t *testing.T) {
+		// A nil Option is skipped, and a nil value keeps the default.
+		nodes := threeNodes()
+		want, err := core.New(nodes)
+		require.NoError(t, err)
+		l, err := core.New(nodes, nil, core.WithStrategy(nil), core.WithStrategy((*nilStrategy)(nil)),
+			core.WithRetryDelay(nil), core.WithClock(nil), core.WithClock((*memory.ManualClock)(nil)), core.WithObserver(nil))
+		require.NoError(t, err)
+		assert.Equal(t, want.String(), l.String())
+		lock, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.Release(t.Context()))
 	})
 	t.Run("ttl_below_1ms", func(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: TTL 0s must be at least 1ms (WithTTL)", threeNodes(), core.WithTTL(0))
@@ -145,18 +157,9 @@ func TestMisuseNew(t *testing.T) {
 	t.Run("quorum_over_n", func(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: quorum 4 is impossible for 3 nodes: it must be in [2, 3] (WithQuorum)", threeNodes(), core.WithQuorum(4))
 	})
-	t.Run("nil_strategy", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: strategy is nil (WithStrategy)", threeNodes(), core.WithStrategy(nil))
-	})
 	t.Run("tries_below_1", func(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: tries 0 must be at least 1 (WithTries)", threeNodes(), core.WithTries(0))
 		bad(t, "quorumlock: invalid argument: tries -3 must be at least 1 (WithTries)", threeNodes(), core.WithTries(-3))
-	})
-	t.Run("nil_retry_policy", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: retry policy is nil (WithRetryDelay)", threeNodes(), core.WithRetryDelay(nil))
-	})
-	t.Run("nil_clock", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: clock is nil (WithClock)", threeNodes(), core.WithClock(nil))
 	})
 	t.Run("keep_alive_negative", func(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: keep-alive interval -1s must be positive (WithKeepAlive)", threeNodes(), core.WithKeepAlive(-time.Second))
@@ -173,7 +176,7 @@ func TestMisuseNew(t *testing.T) {
 			threeNodes(), core.WithRestartGuard(time.Second))
 	})
 	t.Run("restart_guard_negative", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: restart guard max TTL -1s must be positive (WithRestartGuard; WithoutRestartGuard turns it off)",
+		bad(t, "quorumlock: invalid argument: restart guard max TTL -1s must not be negative (WithRestartGuard; 0 turns it off)",
 			threeNodes(), core.WithRestartGuard(-time.Second))
 	})
 	t.Run("restart_guard_over_sharded_nodes", func(t *testing.T) {
@@ -182,14 +185,10 @@ func TestMisuseNew(t *testing.T) {
 			[]core.Node{sharded{plainNode{nodes[0]}}, sharded{plainNode{nodes[1]}}, sharded{plainNode{nodes[2]}}},
 			core.WithRestartGuard(time.Minute))
 	})
-	t.Run("typed_nil_clock_or_strategy", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: clock is nil (WithClock)", threeNodes(), core.WithClock((*memory.ManualClock)(nil)))
-		bad(t, "quorumlock: invalid argument: strategy is nil (WithStrategy)", threeNodes(), core.WithStrategy((*nilStrategy)(nil)))
-	})
 }
 
 // nilStrategy is a strategy type whose nil pointer is the misuse.
-type nilStrategy struct{ core.Strategy }
+type nilStrategy struct{ strategies.Strategy }
 
 // zeroLocker returns a Locker that New did not make.
 func zeroLocker() *core.Locker { return new(core.Locker) }
@@ -251,13 +250,13 @@ func TestMisuseCalls(t *testing.T) {
 		assert.Equal(t, memory.Calls{}, nodes[0].Calls(), "no node is asked")
 	})
 	t.Run("fencing_key_with_brace", func(t *testing.T) {
-		l, _ := newLocker(t, 3, core.WithFencing())
+		l, _ := newLocker(t, 3, core.WithFencing(true))
 		err := call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "a}b"); return err })
 		requireMisuse(t, err, core.ErrInvalidArgument,
 			`quorumlock: invalid argument: key "a}b" has no hash tag and contains "}", so no fencing counter can share its cluster slot`)
 		require.ErrorContains(t, err, "put the key in a hash tag, such as {a}b}")
 		// A "}" in the key prefix is named where it is.
-		l, _ = newLocker(t, 3, core.WithFencing(), core.WithKeyPrefix("app}"))
+		l, _ = newLocker(t, 3, core.WithFencing(true), core.WithKeyPrefix("app}"))
 		err = call(t, func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "k"); return err })
 		requireMisuse(t, err, core.ErrInvalidArgument,
 			`quorumlock: invalid argument: key "k" (with the key prefix: "app}k") has no hash tag and contains "}"`)
@@ -483,7 +482,7 @@ func TestMisuseClosed(t *testing.T) {
 			for _, n := range nodes {
 				n.Set("k", "rival", time.Hour)
 			}
-			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(core.JitterDelay(time.Minute, time.Minute)))
+			l, err := core.New(memory.AsNodes(nodes), core.WithRetryDelay(strategies.JitterDelay(time.Minute, time.Minute)))
 			require.NoError(t, err)
 			done := make(chan error, 1)
 			go func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -16,6 +15,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 
 	"go.uber.org/goleak"
 
@@ -371,7 +372,7 @@ func newWorld(t *testing.T, p *program) *world {
 		opts := []core.Option{
 			core.WithTTL(modelTTL), core.WithClock(countingClock{driver.SystemClock(), w}),
 			core.WithNodeTimeout(c.nodeTimeout), core.WithStrategy(allStrategies()[c.strategy]),
-			core.WithWakeOnRelease(c.wake), core.WithoutRestartGuard(),
+			core.WithWakeOnRelease(c.wake), core.WithRestartGuard(0),
 		}
 		if p.guard {
 			opts[len(opts)-1] = core.WithRestartGuard(modelTTL)
@@ -380,7 +381,7 @@ func newWorld(t *testing.T, p *program) *world {
 			opts = append(opts, core.WithKeepAlive(c.keepAlive))
 		}
 		if c.fencing {
-			opts = append(opts, core.WithFencing())
+			opts = append(opts, core.WithFencing(true))
 		}
 		l, err := core.New(nodes, opts...)
 		if err != nil {

@@ -6,15 +6,21 @@ import (
 	"time"
 )
 
-// Observer sees what a Locker does: every acquisition (successful or not),
-// extension (by Extend or by the keep-alive), release, and every loss of a
-// held lock, with its key, outcome, timing and per-node results. Logging,
-// metrics and tracing plug in here (see the middleware packages).
+// Observer sees what a Locker does: every acquisition, extension (by
+// Extend or the keep-alive), release, loss of a held lock, and wait for
+// young nodes, with its key, outcome, timing and per-node results (see
+// docs/observability.md). Observe is called synchronously on the goroutine
+// that did the work, after it, so it must be quick, safe for concurrent
+// use, and must not call back into the Locker or the Lock.
 //
-// Observe is called synchronously on the goroutine that did the work, after
-// the work is done, so it must be quick and must not call back into the
-// Locker or the Lock. It must be safe for concurrent use. A Locker without
-// an Observer builds no events and pays nothing.
+// An Observer that also has the method
+//
+//	Start(ctx context.Context, kind EventKind, key string) context.Context
+//
+// gets it called when an Acquire, TryAcquire, Extend or Release begins; the
+// operation's node calls and its Observe get the context it returns (so a
+// span started there parents the driver's spans). Keep-alive extensions,
+// losses and waits have no Start.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -41,10 +47,9 @@ const (
 	// extension found it gone, or its validity ran out. Err is the cause,
 	// as Lock.Err returns it.
 	EventLost
-	// EventWait reports that an Acquire is about to wait for nodes that
-	// the restart guard keeps from voting (see WithRestartGuard): Duration
-	// is how long it waits, Err the error of the round that found them
-	// (matching ErrNodeRestarted), Nodes that round's results.
+	// EventWait reports that an Acquire is about to wait for nodes the
+	// restart guard keeps from voting: Duration is the wait, Err and Nodes
+	// the round that found them (matching ErrNodeRestarted).
 	EventWait
 )
 
@@ -105,10 +110,10 @@ const (
 	ReasonOther       = "other"
 )
 
-// Reason names the outcome of an operation in one word, for a metric
-// label or a log field: ReasonOK for nil, ReasonCanceled when the caller's
-// context ended, and otherwise from the package's sentinel errors (an
-// acquisition lost to another holder is ReasonContended).
+// Reason names the outcome of an operation in one word, for a metric label
+// or a log field: ReasonOK for nil, ReasonCanceled when the caller's
+// context ended, else from the sentinel errors (ErrNotAcquired is
+// ReasonContended).
 func Reason(err error) string {
 	switch {
 	case err == nil:
@@ -136,6 +141,11 @@ func Reason(err error) string {
 	}
 }
 
+// starter is an Observer's optional start hook (see Observer).
+type starter interface {
+	Start(ctx context.Context, kind EventKind, key string) context.Context
+}
+
 // observers fans events out to several Observers, in order.
 type observers []Observer
 
@@ -143,6 +153,23 @@ func (os observers) Observe(ctx context.Context, e Event) {
 	for _, o := range os {
 		o.Observe(ctx, e)
 	}
+}
+
+func (os observers) Start(ctx context.Context, kind EventKind, key string) context.Context {
+	for _, o := range os {
+		ctx = startWith(o, ctx, kind, key)
+	}
+	return ctx
+}
+
+// startWith calls o's start hook, if any, and returns the context to use.
+func startWith(o Observer, ctx context.Context, kind EventKind, key string) context.Context {
+	if s, ok := o.(starter); ok && ctx != nil {
+		if c := s.Start(ctx, kind, key); c != nil {
+			return c
+		}
+	}
+	return ctx
 }
 
 // observeAcquire reports an acquisition that began at start.

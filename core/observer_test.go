@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // recorder is an Observer that keeps every event.
@@ -49,7 +50,7 @@ func TestObserver(t *testing.T) {
 	t.Run("acquire, extend, release", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			rec := &recorder{}
-			l, _ := newLocker(t, 3, core.WithObserver(rec), core.WithFencing())
+			l, _ := newLocker(t, 3, core.WithObserver(rec), core.WithFencing(true))
 			start := time.Now()
 			lock, err := l.Acquire(t.Context(), "k")
 			require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestObserver(t *testing.T) {
 	t.Run("a contended acquisition", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			rec := &recorder{}
-			l, nodes := newLocker(t, 3, core.WithObserver(rec), core.WithTries(2), core.WithRetryDelay(core.JitterDelay(time.Second, time.Second)), core.WithWakeOnRelease(false))
+			l, nodes := newLocker(t, 3, core.WithObserver(rec), core.WithTries(2), core.WithRetryDelay(strategies.JitterDelay(time.Second, time.Second)), core.WithWakeOnRelease(false))
 			for _, n := range nodes {
 				n.Set("k", "rival", time.Hour)
 			}

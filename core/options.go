@@ -2,20 +2,16 @@ package core
 
 import (
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/quorumlock/quorumlock/core/driver"
+
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
-// Strategy decides how the attempts of one round run and when the round
-// stops. It is defined in package strategies, which holds the built-in ones.
-type Strategy = strategies.Strategy
-
-// The defaults of New. Each option's documentation names the default it
-// replaces.
+// The defaults of New.
 const (
 	// DefaultTTL is how long a lock lives on a node unless extended: the
 	// Redlock specification's example value.
@@ -27,8 +23,7 @@ const (
 	// millisecond resolution of PX expiry, as the specification says.
 	DriftAllowance = 2 * time.Millisecond
 	// DefaultNodeTimeout bounds each node's answer: the upper end of the
-	// specification's 5-50 ms for a 10 s TTL, so one dead node cannot stall
-	// an acquisition.
+	// specification's 5-50 ms for a 10 s TTL.
 	DefaultNodeTimeout = 50 * time.Millisecond
 	// DefaultTries is how many rounds Acquire makes before it gives up.
 	DefaultTries = 32
@@ -39,19 +34,18 @@ const (
 	// MinRetryDelay is the floor core puts under any retry delay, so that no
 	// policy can make Acquire spin.
 	MinRetryDelay = time.Millisecond
-	// DefaultKeepAliveDivisor sets the default keep-alive interval: a
-	// kept-alive lock is extended every TTL / DefaultKeepAliveDivisor, so
-	// that about two thirds of its validity are left when the extension
-	// starts, time for several retries if nodes fail.
+	// DefaultKeepAliveDivisor sets the default keep-alive interval, TTL /
+	// DefaultKeepAliveDivisor: two thirds of the validity are left for
+	// retries.
 	DefaultKeepAliveDivisor = 3
 )
 
-// maxGuard bounds the restart guard's max TTL: ages are milliseconds in a
-// Lua number (a double), exact far beyond this.
+// maxGuard bounds the restart guard's max TTL (ages are Lua doubles).
 const maxGuard = 100 * 365 * 24 * time.Hour
 
-// Option configures a Locker. Options are applied in order by New, which
-// then validates the result as a whole.
+// Option configures a Locker. New applies options in order, skipping nil
+// ones, then validates the result as a whole. A nil value given to an
+// option keeps its default.
 type Option interface {
 	apply(*options)
 	// String shows the option as written, for logs and comparison.
@@ -62,18 +56,18 @@ type options struct {
 	ttl         time.Duration
 	quorum      int
 	quorumSet   bool // false: N/2+1
-	strategy    Strategy
+	strategy    strategies.Strategy
 	tries       int
-	retry       RetryPolicy
+	retry       strategies.RetryPolicy
 	driftFactor float64
 	nodeTimeout time.Duration
 	keyPrefix   string
 	clock       driver.Clock
 
-	keepAlive      time.Duration // 0: TTL / DefaultKeepAliveDivisor
-	keepAliveRetry RetryPolicy   // nil: JitterDelay(TTL/20, TTL/10)
-	keepAliveErr   error         // why KeepAlive cannot work with these options
-	maxHold        time.Duration // 0: no limit
+	keepAlive      time.Duration          // 0: TTL / DefaultKeepAliveDivisor
+	keepAliveRetry strategies.RetryPolicy // JitterDelay(TTL/20, TTL/10)
+	keepAliveErr   error                  // why KeepAlive cannot work with these options
+	maxHold        time.Duration          // 0: no limit
 	fencing        bool
 	wake           bool
 	observers      []Observer
@@ -86,7 +80,7 @@ func defaultOptions() options {
 		ttl:         DefaultTTL,
 		strategy:    strategies.Parallel(),
 		tries:       DefaultTries,
-		retry:       JitterDelay(DefaultRetryMin, DefaultRetryMax),
+		retry:       strategies.JitterDelay(DefaultRetryMin, DefaultRetryMax),
 		driftFactor: DefaultDriftFactor,
 		nodeTimeout: DefaultNodeTimeout,
 		clock:       driver.SystemClock(),
@@ -121,19 +115,17 @@ func WithQuorum(q int) Option {
 // WithStrategy sets how the node attempts of a round run and when a round
 // stops; see package strategies.
 // Default: strategies.Parallel(), greedy.
-func WithStrategy(s Strategy) Option {
-	name := "WithStrategy(<nil>)"
-	if !driver.IsNil(s) {
-		name = "WithStrategy(" + s.String() + ")"
+func WithStrategy(s strategies.Strategy) Option {
+	if driver.IsNil(s) {
+		return optionFunc{func(*options) {}, "WithStrategy(nil)"}
 	}
-	return optionFunc{func(o *options) { o.strategy = s }, name}
+	return optionFunc{func(o *options) { o.strategy = s }, "WithStrategy(" + s.String() + ")"}
 }
 
 // WithTries sets how many rounds Acquire makes at most; TryAcquire always
 // makes one. It must be at least 1; to wait as long as a context allows, give
-// a large number and a context with a deadline. The quick follow-ups of a
-// round a release notice started, while that release is still reaching the
-// other nodes (see the package doc's fast hand-off), are not counted.
+// a large number and a context with a deadline. Waits for young nodes and
+// a hand-off's quick follow-ups are not counted (docs/handoff.md).
 // Default: DefaultTries (32).
 func WithTries(n int) Option {
 	return optionFunc{func(o *options) { o.tries = n }, "WithTries(" + strconv.Itoa(n) + ")"}
@@ -141,13 +133,12 @@ func WithTries(n int) Option {
 
 // WithRetryDelay sets the delay between two rounds of Acquire. Delays are
 // raised to at least MinRetryDelay.
-// Default: JitterDelay(DefaultRetryMin, DefaultRetryMax), 50-250 ms.
-func WithRetryDelay(p RetryPolicy) Option {
-	name := "WithRetryDelay(<nil>)"
-	if p != nil {
-		name = "WithRetryDelay(...)"
+// Default: strategies.JitterDelay(DefaultRetryMin, DefaultRetryMax), 50-250 ms.
+func WithRetryDelay(p strategies.RetryPolicy) Option {
+	if p == nil {
+		return optionFunc{func(*options) {}, "WithRetryDelay(nil)"}
 	}
-	return optionFunc{func(o *options) { o.retry = p }, name}
+	return optionFunc{func(o *options) { o.retry = p }, "WithRetryDelay(...)"}
 }
 
 // WithDriftFactor sets the share of the TTL set aside for clock drift:
@@ -157,10 +148,9 @@ func WithDriftFactor(f float64) Option {
 	return optionFunc{func(o *options) { o.driftFactor = f }, "WithDriftFactor(" + strconv.FormatFloat(f, 'g', -1, 64) + ")"}
 }
 
-// WithNodeTimeout bounds each call to a node: an acquire or extend attempt,
-// or a release. It must be positive and less than the TTL minus the drift
-// allowance. Keep it small against the TTL (the specification suggests 5-50
-// ms for a 10 s TTL), but above the nodes' worst round trip.
+// WithNodeTimeout bounds each call to a node. It must be positive and less
+// than the TTL minus the drift allowance; keep it small against the TTL
+// but above the nodes' worst round trip.
 // Default: DefaultNodeTimeout (50 ms).
 func WithNodeTimeout(d time.Duration) Option {
 	return optionFunc{func(o *options) { o.nodeTimeout = d }, "WithNodeTimeout(" + d.String() + ")"}
@@ -168,71 +158,49 @@ func WithNodeTimeout(d time.Duration) Option {
 
 // WithKeyPrefix puts a prefix before every key given to the Locker, to keep
 // the lock keys apart from other data. Lock.Key returns the key without it.
-// Default: no prefix, so a key is stored as given, as other Redlock clients
-// (redsync among them) store it, and their locks exclude each other.
+// Default: no prefix: keys are stored as given, as other Redlock clients
+// (redsync among them) store them, so their locks exclude each other.
 func WithKeyPrefix(prefix string) Option {
 	return optionFunc{func(o *options) { o.keyPrefix = prefix }, "WithKeyPrefix(" + strconv.Quote(prefix) + ")"}
 }
 
-// WithClock sets the clock used for validity and retry waits.
-// Default: SystemClock().
-func WithClock(c driver.Clock) Option {
+// withClock sets the clock, for tests. Default: driver.SystemClock().
+func withClock(c driver.Clock) Option {
+	if driver.IsNil(c) {
+		return optionFunc{func(*options) {}, "WithClock(nil)"}
+	}
 	return optionFunc{func(o *options) { o.clock = c }, "WithClock(...)"}
 }
 
 // WithKeepAlive sets how often a kept-alive lock (Lock.KeepAlive,
 // Locker.Do) is extended: each extension starts this long after the start
-// of the round that last set its validity. Kept-alive locks whose
-// extensions fall due within half an interval of each other are extended
-// together, in one round trip per node when the nodes are Batchers. It
-// must be positive and leave room for a round: interval + node timeout <
-// TTL - drift.
+// of the round that last set its validity. It must be positive and leave
+// room for a round: interval + node timeout < TTL - drift.
 // Default: TTL / DefaultKeepAliveDivisor (3.33 s for the default TTL).
 func WithKeepAlive(interval time.Duration) Option {
 	return optionFunc{func(o *options) { o.keepAlive = interval }, "WithKeepAlive(" + interval.String() + ")"}
 }
 
-// WithKeepAliveRetry sets the delay before a kept-alive lock's extension
-// is tried again after a failure that leaves the lock valid (too many
-// nodes failed to answer: ErrUnavailable). Retries go on while validity
-// remains; once it runs out, the lock is lost.
-// A nil policy keeps the default.
-// Default: JitterDelay(TTL/20, TTL/10), 0.5-1 s for the default TTL.
-func WithKeepAliveRetry(p RetryPolicy) Option {
-	name := "WithKeepAliveRetry(<nil>)"
-	if p != nil {
-		name = "WithKeepAliveRetry(...)"
-	}
-	return optionFunc{func(o *options) { o.keepAliveRetry = p }, name}
-}
-
-// WithMaxHold bounds how long the keep-alive machinery keeps a lock: no
-// extension starts once d has passed since the lock was acquired, so the
-// lock ends with its validity at most d + TTL after it was taken, and Done
-// fires with a cause matching ErrMaxHold. The Redlock specification asks
-// for this bound for liveness: a holder stuck in a loop must not keep a
-// resource forever. It must not be negative; 0 means no limit.
-// Default: 0, no limit (Do's fn decides how long it holds).
+// WithMaxHold bounds how long the keep-alive keeps a lock: no extension
+// starts once d has passed since it was acquired, so the lock ends with
+// its validity at most d + TTL after it was taken, with a cause matching
+// ErrMaxHold. It must not be negative; 0 means no limit.
+// Default: 0, no limit.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc{func(o *options) { o.maxHold = d }, "WithMaxHold(" + d.String() + ")"}
 }
 
-// WithFencing turns fencing tokens on: every acquisition returns a number,
-// Lock.Token, that is larger than the token of any earlier acquisition of
-// the same key, so that a storage layer can refuse a write from a stale
-// holder. It costs a script instead of SET NX on acquisition, a counter key
-// per lock key on each node (FenceKey; it never expires), and a second round
-// when the nodes' counters disagree. See Lock.Token for what the token
-// guarantees and assumes.
+// WithFencing turns fencing tokens on (Lock.Token). It costs a script
+// instead of SET NX, a counter key per lock key on each node, which never
+// expires, and a second round when the counters disagree. See
+// docs/fencing.md.
 // Default: off; Lock.Token returns 0.
-func WithFencing() Option {
-	return optionFunc{func(o *options) { o.fencing = true }, "WithFencing()"}
+func WithFencing(on bool) Option {
+	return optionFunc{func(o *options) { o.fencing = on }, "WithFencing(" + strconv.FormatBool(on) + ")"}
 }
 
-// WithObserver adds o to the Observers of the Locker's acquisitions,
-// extensions, releases and losses (see Observer); given several times, the
-// Observers see every event in the order they were given. A nil o adds
-// nothing.
+// WithObserver adds o to the Locker's Observers, which see every event in
+// the order they were given. A nil o adds nothing.
 // Default: none; no event is built.
 func WithObserver(o Observer) Option {
 	return optionFunc{func(opts *options) {
@@ -243,39 +211,23 @@ func WithObserver(o Observer) Option {
 }
 
 // WithWakeOnRelease sets whether Acquire, after a round lost to another
-// holder, queues in the key's wait queue on the herald node (when it is a
-// Watcher) and takes the lock as soon as a release hands it over, instead
-// of sleeping out its retry delay (see the package doc's Fast hand-off).
-// The retry delay still bounds every wait: it is the fallback for a herald
-// without the capability or down, and for locks that expire instead of
-// being released. With it off, the Locker's own releases still hand locks
-// to the waiters of other Lockers.
+// holder, queues on the herald node and takes the lock as soon as a
+// release hands it over, instead of sleeping out its retry delay; the
+// retry delay stays the fallback (docs/handoff.md). With it off, the
+// Locker's own releases still hand locks to other Lockers' waiters.
 // Default: on.
 func WithWakeOnRelease(on bool) Option {
 	return optionFunc{func(o *options) { o.wake = on }, "WithWakeOnRelease(" + strconv.FormatBool(on) + ")"}
 }
 
-// WithRestartGuard turns the restart guard on, with maxTTL the longest
-// TTL that any Locker uses on these servers. A node whose data is younger
-// than maxTTL plus the drift allowance (a server restarted without
-// persistence, or a fresh one) does not vote, so it cannot grant a lock it
-// forgot: its outcome is OutcomeFailed with a *RestartGuardError, and
-// Acquire waits for it within its context when the quorum needs it. A
-// server that has been up longer votes on first use. The guard does not
-// apply to sharded nodes (Redis Clusters). maxTTL must be at least the
-// TTL; every Locker on these servers should use the same one.
-// Default: on with maxTTL = the TTL for three nodes or more, off for one
-// or two. How it works and what it cannot see: docs/restart-guard.md.
+// WithRestartGuard sets the restart guard's max TTL: the longest TTL any
+// Locker uses on these servers (at least this Locker's TTL). A node whose
+// data is younger does not vote (ErrNodeRestarted), and Acquire waits for
+// it within its context. 0 turns the guard off; Redis Clusters are never
+// guarded. See docs/restart-guard.md.
+// Default: the TTL for three nodes or more, off for one or two.
 func WithRestartGuard(maxTTL time.Duration) Option {
 	return optionFunc{func(o *options) { o.guard, o.guardSet = maxTTL, true }, "WithRestartGuard(" + maxTTL.String() + ")"}
-}
-
-// WithoutRestartGuard turns the restart guard off: acquisition is a plain
-// SET NX PX, and a node that restarted without persistence counts at once,
-// as in the Redlock specification, which then asks operators to keep such
-// a node down for a max TTL. See WithRestartGuard.
-func WithoutRestartGuard() Option {
-	return optionFunc{func(o *options) { o.guard, o.guardSet = 0, true }, "WithoutRestartGuard()"}
 }
 
 // drift is the time set aside for clock drift for one TTL.
@@ -312,36 +264,29 @@ func (o *options) validate(n int) error {
 	if o.quorum <= n/2 || o.quorum > n {
 		return invalid("quorum %d is impossible for %d nodes: it must be in [%d, %d] (WithQuorum)", o.quorum, n, n/2+1, n)
 	}
-	if driver.IsNil(o.strategy) {
-		return invalid("strategy is nil (WithStrategy)")
-	}
 	if o.tries < 1 {
 		return invalid("tries %d must be at least 1 (WithTries)", o.tries)
 	}
-	if o.retry == nil {
-		return invalid("retry policy is nil (WithRetryDelay)")
-	}
-	if driver.IsNil(o.clock) {
-		return invalid("clock is nil (WithClock)")
-	}
+	return o.validateHolding(n)
+}
+
+// validateHolding checks the options of keeping locks: keep-alive, maximum
+// hold time and restart guard.
+func (o *options) validateHolding(n int) error {
 	limit := o.ttl - o.drift() - o.nodeTimeout
 	switch {
 	case o.keepAlive < 0:
 		return invalid("keep-alive interval %v must be positive (WithKeepAlive)", o.keepAlive)
 	case o.keepAlive > 0 && o.keepAlive >= limit:
 		return invalid("keep-alive interval %v must be less than TTL - drift - node timeout = %v (WithKeepAlive)", o.keepAlive, limit)
-	case o.keepAlive == 0:
-		// The default must not make New refuse a configuration that never
-		// keeps locks alive; KeepAlive refuses it instead.
+	case o.keepAlive == 0: // a default New must not refuse: KeepAlive does
 		o.keepAlive = o.ttl / DefaultKeepAliveDivisor
 		if o.keepAlive >= limit {
 			o.keepAliveErr = invalid("TTL %v leaves no room to keep a lock alive: TTL - drift - node timeout = %v must exceed the keep-alive interval %v (WithTTL, WithNodeTimeout, WithKeepAlive)",
 				o.ttl, limit, o.keepAlive)
 		}
 	}
-	if o.keepAliveRetry == nil {
-		o.keepAliveRetry = JitterDelay(o.ttl/20, o.ttl/10)
-	}
+	o.keepAliveRetry = strategies.JitterDelay(o.ttl/20, o.ttl/10)
 	if o.maxHold < 0 {
 		return invalid("maximum hold time %v must not be negative (WithMaxHold)", o.maxHold)
 	}
@@ -351,7 +296,7 @@ func (o *options) validate(n int) error {
 	case !o.guardSet:
 		o.guard = 0
 	case o.guard < 0:
-		return invalid("restart guard max TTL %v must be positive (WithRestartGuard; WithoutRestartGuard turns it off)", o.guard)
+		return invalid("restart guard max TTL %v must not be negative (WithRestartGuard; 0 turns it off)", o.guard)
 	case o.guard > 0 && o.guard < o.ttl:
 		return invalid("restart guard max TTL %v is shorter than the TTL %v: a restarted node would count again while locks it forgot still live elsewhere (WithRestartGuard)", o.guard, o.ttl)
 	case o.guard > maxGuard:

@@ -3,9 +3,11 @@ package core
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/quorumlock/core/driver"
+	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 
 	"github.com/quorumlock/quorumlock/strategies"
 )
@@ -14,12 +16,12 @@ import (
 type nodeCall func(ctx context.Context, i int) (bool, error)
 
 // releaseStrategy sends releases: to every node at once, waiting for every
-// answer, whatever strategy the Locker acquires with (Redlock rule 6).
+// answer (Redlock rule 6).
 var releaseStrategy = strategies.Parallel()
 
 // round runs call on the nodes under strategy s and returns every node's
 // result. The strategy only orders the calls; the votes are counted here.
-func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeResult {
+func (l *Locker) round(ctx context.Context, s strategies.Strategy, call nodeCall) []NodeResult {
 	n := len(l.nodes)
 	results := make([]NodeResult, n)
 	votes := make([]strategies.Result, n)
@@ -43,15 +45,10 @@ func (l *Locker) round(ctx context.Context, s Strategy, call nodeCall) []NodeRes
 // vote for.
 func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *NodeResult) bool {
 	start := l.o.clock.Now()
-	// One server, one vote: a yes counts only from a node that proved
-	// which server it is, and a duplicate's call fails (identity.go).
-	ok, err := l.vote(actx, i, call)
+	ok, err := l.vote(actx, i, call) // one server, one vote (identity.go)
 	res.Latency = l.o.clock.Now().Sub(start)
-	// Only a failed call needs to know why (an answer is an answer): a
-	// call the caller or the strategy cut off is no node failure, and a
-	// deadline that has passed counts even before its context's timer has
-	// fired (a driver's socket deadline, at the same instant, can beat it
-	// with a bare i/o timeout).
+	// A passed deadline counts before its timer fires: a driver's socket
+	// deadline can beat it (docs/design.md, each node's outcome).
 	var cut, timedOut bool
 	if err != nil {
 		cut = ctx.Err() != nil || errors.Is(actx.Err(), context.Canceled) || deadlinePassed(ctx)
@@ -117,26 +114,22 @@ func tally(results []NodeResult) (ok, refused, failed int) {
 	return ok, refused, failed
 }
 
-// detached returns a context for clean-up work that must run even when the
-// caller's context has ended: it keeps ctx's values and drops its
-// cancellation and deadline. Every clean-up runs its calls through
-// releaseStrategy, whose per-call node timeout bounds them, so it needs no
-// deadline of its own (which would cost a timer per release).
+// detached returns a context for clean-up that must run even when ctx has
+// ended: ctx's values without its cancellation or deadline. The node
+// timeout of releaseStrategy's calls bounds it.
 func detached(ctx context.Context) context.Context {
 	if ctx.Done() == nil {
-		return ctx // nothing to drop
+		return ctx
 	}
 	return context.WithoutCancel(ctx)
 }
 
 // releaseAll asks every node to delete key if it holds value. With
-// notify, the herald also announces the release: it hands the key to the
-// oldest waiter in the key's wait queue, if any, and handed reports that
-// it did. With prev, the results of an earlier release of the same value,
-// the nodes that answered it are not asked again: their answers stand.
+// notify, the herald also hands the key to the oldest queued waiter, and
+// handed reports that it did. Nodes that answered prev, an earlier release
+// of the same value, are not asked again.
 func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool, prev []NodeResult) (results []NodeResult, handed bool) {
-	// One allocation: keys are kv[:1] (kv[:2] on the herald), args
-	// kv[2:3] (kv[2:4] on the herald).
+	// One allocation: keys kv[:1], args kv[2:3]; on the herald kv[:2], kv[2:4].
 	st := &struct {
 		kv     [4]string
 		answer atomic.Int64
@@ -178,4 +171,140 @@ func contextError(ctx context.Context) error {
 		return errors.Join(err, cause)
 	}
 	return err
+}
+
+// leaderRound is the round of a waiter woken by an empty release notice:
+// it asks the nodes one by one in name order until one answers, and goes
+// on under the Locker's strategy only if that one granted, so that woken
+// waiters do not split the votes (docs/design.md, leader rounds).
+func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
+	results := l.blankResults()
+	for _, i := range l.order {
+		if ctx.Err() != nil {
+			break
+		}
+		actx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+		granted := l.attempt(ctx, actx, i, call, &results[i])
+		cancel()
+		switch {
+		case results[i].Outcome != OutcomeRefused && !granted:
+			continue
+		case !granted:
+			return results
+		}
+		leader := i
+		return l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+			if i == leader {
+				return true, nil
+			}
+			return call(ctx, i)
+		})
+	}
+	return l.round(ctx, l.o.strategy, call)
+}
+
+// acquireOnce is one round of the Redlock algorithm, with the fencing step
+// when fence is set, a leaderRound after an empty notice. A failed round
+// releases every node; it reports whether that handed the key on.
+func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
+	value := newValue()
+	ttl := l.o.ttl
+	start := l.o.clock.Now()
+	call, counters := l.acquireCall(rkey, fence, value)
+
+	var results []NodeResult
+	if woken == wokenByNotice && len(l.nodes) > 1 {
+		results = l.leaderRound(ctx, call)
+	} else {
+		results = l.round(ctx, l.o.strategy, call)
+	}
+	ok, _, _ := tally(results)
+	var token int64
+	var fenceErr *QuorumError
+	if fence != "" && ok >= l.o.quorum {
+		token, fenceErr = l.raiseFence(ctx, key, fence, results, counters)
+	}
+	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
+	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
+		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}
+		if l.obs != nil {
+			lock.nodes = results // kept for the Observer only
+		}
+		return lock, nil, false
+	}
+
+	// Redlock rule 5: release every node, even after ctx ended. Only a round
+	// no notice started announces this release (docs/design.md, a round).
+	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing, nil)
+	if fenceErr != nil {
+		fenceErr.Context = contextError(ctx)
+		return nil, fenceErr, handed
+	}
+
+	qe := &QuorumError{Op: OpAcquire, Key: key, Quorum: l.o.quorum, Nodes: results, Validity: validity, Context: contextError(ctx)}
+	qe.Reason = l.lostBecause(ctx, results)
+	return nil, qe, handed
+}
+
+// lostBecause says why a round whose results are these won no lock.
+func (l *Locker) lostBecause(ctx context.Context, results []NodeResult) error {
+	ok, refused, failed := tally(results)
+	_, young := guardWait(results, l.o.quorum)
+	switch {
+	case ok >= l.o.quorum:
+		return ErrValidityExpired
+	case young:
+		return ErrNodeRestarted
+	case failed > len(l.nodes)-l.o.quorum, ok+refused+failed == 0 && ctx.Err() == nil:
+		return ErrUnavailable // too many failures, or a starved round that asked no one
+	default:
+		return ErrNotAcquired
+	}
+}
+
+// acquireCall is what an acquiring round asks node i: SET NX PX, or the
+// fencing or guarded script (their counters go to the returned slice).
+func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []int64) {
+	ttl := l.o.ttl
+	if fence == "" && l.guarded == nil {
+		return func(ctx context.Context, i int) (bool, error) {
+			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+		}, nil
+	}
+	var counters []int64
+	var fenced, guarded []string // the scripts' keys
+	args := []string{value, l.ttlMillis, l.guardMillis}
+	if fence != "" {
+		counters = make([]int64, len(l.nodes))
+		fenced = []string{rkey, fence}
+	}
+	if l.guarded != nil {
+		guarded = []string{rkey, driver.BirthKey, fence}
+		if fence == "" {
+			guarded = guarded[:2]
+		}
+	}
+	return func(ctx context.Context, i int) (bool, error) {
+		s, keys, a := driver.ScriptAcquireGuarded, guarded, args
+		if l.guarded == nil || !l.guarded[i] {
+			if fence == "" {
+				return l.nodes[i].SetNX(ctx, rkey, value, ttl)
+			}
+			s, keys, a = driver.ScriptAcquireFenced, fenced, args[:2]
+		}
+		reply, err := l.eval(ctx, i, s, keys, a)
+		if err != nil {
+			return false, err
+		}
+		c, ok := reply.(int64)
+		switch {
+		case !ok && reply != nil:
+			return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.Name())
+		case c < 0:
+			return false, &restartGuardError{Age: time.Duration(-1-c) * time.Millisecond, MinAge: l.guardMin}
+		case counters != nil:
+			counters[i] = c
+		}
+		return c > 0, nil
+	}, counters
 }

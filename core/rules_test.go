@@ -10,11 +10,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/quorumlock/core/driver"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,7 +103,7 @@ func TestRule2QuorumDecides(t *testing.T) {
 func TestRule3NodeTimeout(t *testing.T) {
 	const timeout = 20 * time.Millisecond
 	cases := []struct {
-		strategy core.Strategy
+		strategy strategies.Strategy
 		// round is how long a round with k paused nodes takes.
 		round func(k int) time.Duration
 	}{
@@ -356,7 +357,7 @@ func TestRule7Extend(t *testing.T) {
 // most WithTries rounds, within the context.
 func TestRule8Retries(t *testing.T) {
 	t.Run("jitter", func(t *testing.T) {
-		p := core.JitterDelay(50*time.Millisecond, 250*time.Millisecond)
+		p := strategies.JitterDelay(50*time.Millisecond, 250*time.Millisecond)
 		distinct := make(map[time.Duration]bool)
 		for i := 0; i < 1000; i++ {
 			d := p(1)
@@ -365,7 +366,7 @@ func TestRule8Retries(t *testing.T) {
 			distinct[d] = true
 		}
 		assert.Greater(t, len(distinct), 900, "delays are not random")
-		e := core.ExponentialJitter(10*time.Millisecond, time.Second)
+		e := strategies.ExponentialJitter(10*time.Millisecond, time.Second)
 		ceiling := 10 * time.Millisecond
 		for n := 1; n < 100; n++ {
 			d := e(n)
@@ -412,7 +413,7 @@ func TestRule8Retries(t *testing.T) {
 	})
 	t.Run("wins when the holder's lock expires", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithRetryDelay(core.JitterDelay(10*time.Millisecond, 20*time.Millisecond)))
+			l, nodes := newLocker(t, 3, core.WithRetryDelay(strategies.JitterDelay(10*time.Millisecond, 20*time.Millisecond)))
 			for _, n := range nodes {
 				n.Set("k", "rival", 100*time.Millisecond)
 			}
@@ -426,7 +427,7 @@ func TestRule8Retries(t *testing.T) {
 	})
 	t.Run("deadline while waiting", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, nodes := newLocker(t, 3, core.WithRetryDelay(core.JitterDelay(time.Second, time.Second)), core.WithWakeOnRelease(false))
+			l, nodes := newLocker(t, 3, core.WithRetryDelay(strategies.JitterDelay(time.Second, time.Second)), core.WithWakeOnRelease(false))
 			for _, n := range nodes {
 				n.Set("k", "rival", time.Minute)
 			}

@@ -1,14 +1,14 @@
-package core
+package strategies
 
 import (
 	"math/rand/v2"
 	"time"
 )
 
-// RetryPolicy returns the delay before the next round of Acquire, given how
-// many rounds have failed so far (1 after the first). It must be safe for
-// concurrent use and keep no state between calls: every Acquire calls it
-// afresh. Core raises any delay below MinRetryDelay to MinRetryDelay.
+// RetryPolicy returns the delay before the next round of an acquisition,
+// given how many rounds have failed so far (1 after the first). It must be
+// safe for concurrent use and keep no state between calls: every Acquire
+// calls it afresh. Core raises any delay below core.MinRetryDelay to it.
 type RetryPolicy func(failedRounds int) time.Duration
 
 // JitterDelay returns a policy that waits a uniformly random time in
@@ -34,7 +34,7 @@ func JitterDelay(min, max time.Duration) RetryPolicy {
 
 // ExponentialJitter returns a policy of "full jitter" exponential backoff: a
 // uniformly random time in [0, min(max, base x 2^(n-1))] after the n-th
-// failed round, raised to MinRetryDelay. It suits outages better than
+// failed round (core raises it to core.MinRetryDelay). It suits outages better than
 // contention: waiters back off while nodes are down.
 func ExponentialJitter(base, max time.Duration) RetryPolicy {
 	return func(n int) time.Duration {

@@ -1,0 +1,247 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+)
+
+// This file is Acquire's loop of rounds and waits; why it waits as it
+// does: docs/design.md, Acquire's loop.
+
+// Acquire takes the lock on key: it makes rounds until one wins a quorum
+// with validity left, the tries run out (WithTries), ctx ends or the Locker
+// is closed, waiting between rounds as the retry policy says.
+//
+// On failure it returns a *QuorumError from the last round, matching
+// ErrNotAcquired (contention), ErrUnavailable (outage) or
+// ErrValidityExpired or ErrNodeRestarted, and also context.Canceled or
+// context.DeadlineExceeded when ctx ended. Bad input matches
+// ErrInvalidArgument, and a closed Locker ErrClosed. After a failed round
+// every node is released, even when ctx has ended.
+func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
+	return l.acquire(ctx, key, l.o.tries)
+}
+
+// TryAcquire makes one round to take the lock on key, without waiting or
+// retrying. Its errors are those of Acquire.
+func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
+	return l.acquire(ctx, key, tryOnce)
+}
+
+// tryOnce is TryAcquire's tries: one round, no wait for young nodes.
+const tryOnce = 0
+
+func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
+	if l.obs == nil {
+		return l.acquireLoop(ctx, key, tries)
+	}
+	ctx = startWith(l.obs, ctx, EventAcquire, key)
+	start := l.o.clock.Now()
+	lock, err := l.acquireLoop(ctx, key, tries)
+	l.observeAcquire(ctx, key, start, lock, err)
+	return lock, err
+}
+
+// acquireLoop checks the key, then runs an acquisition of it.
+func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock, error) {
+	if key == "" {
+		return nil, invalid("key is empty")
+	}
+	if ctx == nil {
+		return nil, invalid("context is nil")
+	}
+	if !l.enter(nil) {
+		return nil, l.closedError(OpAcquire, key)
+	}
+	defer l.leave(nil)
+	rkey, fence, err := l.storedKeys(key)
+	if err != nil {
+		return nil, err
+	}
+	a := &acquisition{l: l, ctx: ctx, key: key, rkey: rkey, fence: fence, tries: tries}
+	// A key whose queue cannot share its cluster slot has none: waiters poll.
+	var hasQueue bool
+	a.qkey, hasQueue = driver.QueueKey(rkey)
+	a.handoff = l.wake && hasQueue
+	// Just handed to a waiter here: queue behind it, no round first
+	// (docs/design.md, yielding).
+	a.force = a.handoff && tries > 1 && l.yielding(rkey)
+	a.skip = a.force
+	defer a.leaveQueue()
+	return a.run()
+}
+
+// storedKeys returns the key as stored and, with fencing, its counter's
+// key, or refuses a key the protocol cannot use.
+func (l *Locker) storedKeys(key string) (rkey, fence string, err error) {
+	rkey = l.o.keyPrefix + key
+	switch rkey {
+	case driver.BirthKey:
+		return "", "", invalid("key %q is reserved for the restart guard (BirthKey)", rkey)
+	case driver.IdentityKey:
+		return "", "", invalid("key %q is reserved for the servers' identities (IdentityKey)", rkey)
+	}
+	if !l.o.fencing {
+		return rkey, "", nil
+	}
+	fence, ok := driver.FenceKey(rkey)
+	if !ok {
+		name := strconv.Quote(key)
+		if l.o.keyPrefix != "" {
+			name += " (with the key prefix: " + strconv.Quote(rkey) + ")"
+		}
+		return "", "", invalid("key %s has no hash tag and contains \"}\", so no fencing counter can share its cluster slot (see FenceKey); put the key in a hash tag, such as {%s}", name, key)
+	}
+	return rkey, fence, nil
+}
+
+// acquisition is the state of one Acquire or TryAcquire between rounds.
+type acquisition struct {
+	l                *Locker
+	ctx              context.Context
+	key, rkey, fence string
+	qkey             string // the wait queue's key
+	tries            int
+	handoff          bool // waiters queue for a hand-off (WithWakeOnRelease)
+
+	last *QuorumError // the last round's error
+	w    *watch       // the key's release notices, after a round lost to a holder
+	me   *waiter
+
+	// rounds counts every round; counted leaves out follow-ups, which use
+	// up no try (docs/design.md, what counts as a try).
+	rounds, counted int
+	followUp        bool
+	// woken is what woke the next round; chain, the wake of the round a
+	// follow-up follows, which it inherits.
+	woken, chain wakeKind
+	force, skip  bool // queue even if free; skip the next round
+	frees        int  // rounds in a row after which the queue found the lock free
+	// guard is the wait for young nodes before the next round; guarded,
+	// the sum of such waits.
+	guard, guarded time.Duration
+}
+
+// run makes rounds until one wins or the acquisition gives up.
+func (a *acquisition) run() (*Lock, error) {
+	for {
+		if err := contextError(a.ctx); err != nil {
+			if a.last == nil {
+				a.last = a.l.notTried(OpAcquire, a.key, errNoNodeAsked)
+			}
+			a.last.Context = err
+			return nil, a.last
+		}
+		if !a.skip {
+			if lock, done, err := a.round(); done {
+				return lock, err
+			}
+		}
+		a.skip = false
+		if a.queue() {
+			continue // released before the waiter could queue: try again now
+		}
+		if err := a.wait(a.delay()); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// round makes one round and reports done when the acquisition ends with
+// its result.
+func (a *acquisition) round() (lock *Lock, done bool, err error) {
+	l := a.l
+	if a.w != nil {
+		l.hub.arm(a.w, a.me) // before the round: a release during it counts
+	}
+	a.rounds++
+	if !a.followUp {
+		a.counted++
+	}
+	a.followUp = false
+	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.fence, a.woken)
+	a.chain, a.woken = a.woken, wokenByNothing
+	if a.w != nil {
+		l.hub.roundOver(a.w, a.me, qe == nil)
+	}
+	if qe == nil {
+		lock.tries = a.rounds
+		lock, err = l.register(lock)
+		return lock, true, err
+	}
+	qe.Tries = a.rounds
+	a.last = qe
+	if a.guard = l.guardDelay(a.ctx, qe, a.tries, &a.guarded); a.guard > 0 {
+		a.counted-- // waiting for young nodes uses up no try
+	}
+	if qe.Context != nil || a.counted >= a.tries {
+		return nil, true, qe
+	}
+	a.force = handed // queue behind the waiter its clean-up woke
+	return nil, false, nil
+}
+
+// delay returns the wait before the next round: the retry policy's, the
+// restart guard's, or a short pause after a notice.
+func (a *acquisition) delay() time.Duration {
+	l := a.l
+	delay := max(l.o.retry(max(a.counted, 1)), MinRetryDelay)
+	if a.guard > 0 {
+		delay, a.guard = a.guard, 0
+	}
+	if a.frees > 1 && a.chain != wokenByNothing {
+		// Free again after a notice: its release may still be reaching the
+		// other nodes (docs/design.md, short pauses after a notice).
+		if pause := MinRetryDelay << min(a.frees-2, 30); pause < l.o.nodeTimeout && pause < delay {
+			delay, a.followUp = pause, true
+		}
+	}
+	return delay
+}
+
+// wait waits delay, or less when a release notice wakes the waiter or ctx
+// ends; it returns an error only when the Locker closes.
+func (a *acquisition) wait(delay time.Duration) error {
+	l := a.l
+	var released <-chan struct{}
+	if a.w != nil {
+		l.hub.arm(a.w, a.me)
+		released = a.me.woken
+	}
+	timer := l.o.clock.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+		if a.followUp {
+			a.woken = a.chain
+		}
+	case <-released:
+		a.followUp = false // a new wake
+		named, activated := l.hub.takeWake(a.me)
+		switch {
+		case named:
+			a.woken = wokenByTicket
+		case activated: // queue now; a round only if the lock is free
+			a.skip = true
+		default:
+			a.woken = wokenByNotice
+		}
+	case <-a.ctx.Done():
+	case <-l.closing:
+		if a.last == nil {
+			return l.closedError(OpAcquire, a.key)
+		}
+		return errors.Join(l.closedError(OpAcquire, a.key), a.last)
+	}
+	return nil
+}
