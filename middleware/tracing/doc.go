@@ -8,10 +8,24 @@
 //
 // # Spans
 //
-// Each event becomes one span, made after the fact: it starts at the
-// event's Start and ends Duration later, so it covers the operation
-// exactly although the Observer only hears of it at the end. The spans
-// are named
+// An Acquire, TryAcquire, Extend or Release begins its span when it
+// starts (the Observer's Start hook, see core.Observer) and ends it when it
+// returns. The operation's node calls run with the span in their context,
+// so a driver's own spans (redisotel for go-redis, rueidisotel,
+// valkeyotel) are its children:
+//
+//	request
+//	  quorumlock.acquire
+//	    evalsha   (one per node, from redisotel)
+//	    evalsha
+//	    evalsha
+//	  quorumlock.release
+//	    evalsha
+//	    ...
+//
+// Events without a start (keep-alive extensions, losses) become spans made
+// after the fact, from the event's Start to Start+Duration. The spans are
+// named
 //
 //   - "quorumlock.acquire": an Acquire or TryAcquire call, retries included;
 //   - "quorumlock.extend": one extending round, by Extend or the keep-alive;
@@ -27,12 +41,15 @@
 //
 // # Attributes
 //
-// Every span has
+// Attribute names follow OpenTelemetry's semantic conventions where one
+// exists. Every span has
 //
-//   - quorumlock.key: the lock's key, as given to Acquire (WithoutKeys
-//     leaves it out, WithHashedKeys replaces it with a hash);
+//   - db.system.name: "redis";
+//   - quorumlock.key: the lock's key, as given to Acquire
+//     (WithKeys(KeysOmitted) leaves it out, WithKeys(KeysHashed) replaces
+//     it with a hash);
 //   - quorumlock.outcome: core.Reason of the error ("ok", "contended",
-//     "unavailable", "lost", ...);
+//     "unavailable", "lost", ...), also as error.type when it is not "ok";
 //
 // and, where they apply,
 //
@@ -46,10 +63,12 @@
 //     in the operation's last round.
 //
 // Each node of the last round adds a span event "quorumlock.node" with
+// server.address (and server.port when the node's name is host:port),
 // quorumlock.node.index, quorumlock.node.name, quorumlock.node.outcome
 // ("ok", "refused", "failed", "canceled", "not-tried"),
-// quorumlock.node.latency_ms (a float) and, for a failed node,
-// quorumlock.node.error. The events are stamped with the span's end, when
+// quorumlock.node.latency_ms (a float) and, for a failed node, error.type
+// ("timeout", "restarted", "duplicate_node", "canceled" or "node_failure")
+// and quorumlock.node.error. The events are stamped with the span's end, when
 // the results were known; the latency says when each node answered.
 //
 // # Status
@@ -59,8 +78,8 @@
 // finds the lock held did not get what it asked for, and the outcome
 // attribute tells contention apart from outages for those who filter on
 // it. The status description is the error's text and the error is also
-// recorded as an exception event; with WithoutKeys or WithHashedKeys,
-// whose point is to keep keys out of traces, the description is the
-// outcome word instead and no exception is recorded, because quorumlock's
-// error texts quote the key.
+// recorded as an exception event; with WithKeys(KeysOmitted) or
+// WithKeys(KeysHashed), whose point is to keep keys out of traces, the
+// description is the outcome word instead and no exception is recorded,
+// because quorumlock's error texts quote the key.
 package tracing

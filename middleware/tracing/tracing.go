@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/quorumlock/quorumlock/core"
@@ -46,24 +48,48 @@ const (
 	KeyNodeError     = attribute.Key("quorumlock.node.error")
 )
 
-// Option configures an Observer.
+// Option configures an Observer. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped.
 type Option interface {
 	apply(*options)
 	// String shows the option as written, for logs and comparison.
 	String() string
 }
 
-type keyMode uint8
+// KeyMode says how the Observer records lock keys: WithKeys takes one.
+type KeyMode uint8
 
+// The modes of WithKeys.
 const (
-	keyPlain keyMode = iota
-	keyHashed
-	keyOmitted
+	// KeysPlain records each key as given to Acquire, in the
+	// quorumlock.key attribute and in error texts.
+	KeysPlain KeyMode = iota
+	// KeysHashed records HashKey(key) as the quorumlock.key attribute
+	// instead of the key, so that the spans of one key can still be found
+	// together, and leaves error texts out.
+	KeysHashed
+	// KeysOmitted leaves the quorumlock.key attribute and error texts out.
+	KeysOmitted
 )
+
+// String returns the mode's name, such as "KeysHashed", or "KeyMode(n)"
+// for a value that is none of the three.
+func (m KeyMode) String() string {
+	switch m {
+	case KeysPlain:
+		return "KeysPlain"
+	case KeysHashed:
+		return "KeysHashed"
+	case KeysOmitted:
+		return "KeysOmitted"
+	default:
+		return "KeyMode(" + strconv.Itoa(int(m)) + ")"
+	}
+}
 
 type options struct {
 	provider trace.TracerProvider
-	keys     keyMode
+	keys     KeyMode
 }
 
 type optionFunc struct {
@@ -74,39 +100,39 @@ type optionFunc struct {
 func (o optionFunc) apply(opts *options) { o.fn(opts) }
 func (o optionFunc) String() string      { return o.name }
 
-// WithTracerProvider sets where the Observer's tracer comes from; nil keeps
-// the default.
+// WithTracerProvider sets where the Observer's tracer comes from. A nil tp
+// changes nothing: the provider stays the default (or the one an earlier
+// option set). Every value is valid.
 // Default: otel.GetTracerProvider(), the global provider, looked up once by
 // New (a provider set globally later is still used: the global one
 // delegates to it).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc{func(o *options) {
-		if tp != nil {
-			o.provider = tp
-		}
-	}, "WithTracerProvider(...)"}
+	if tp == nil {
+		return optionFunc{func(*options) {}, "WithTracerProvider(nil)"}
+	}
+	return optionFunc{func(o *options) { o.provider = tp }, "WithTracerProvider(...)"}
 }
 
-// WithoutKeys leaves the quorumlock.key attribute out, for keys that carry
-// data the traces must not; error texts, which quote the key, are left out
-// too (see the package doc's Status).
-// Default: keys are recorded as given.
-func WithoutKeys() Option {
-	return optionFunc{func(o *options) { o.keys = keyOmitted }, "WithoutKeys()"}
+// WithKeys sets how lock keys are recorded: as given (KeysPlain), hashed
+// (KeysHashed: HashKey(key) in the quorumlock.key attribute, so that the
+// spans of one key can still be found together), or not at all
+// (KeysOmitted), for keys that carry data the traces must not. With
+// KeysHashed and KeysOmitted, error texts, which quote the key, are left
+// out too (see the package doc's Status). A hash does not hide a key that
+// can be guessed: use KeysOmitted for those.
+// Default: KeysPlain.
+// New has no error to return: a mode that is none of the three is taken
+// as KeysOmitted, the one that leaks nothing.
+func WithKeys(mode KeyMode) Option {
+	keys := mode
+	if keys > KeysOmitted {
+		keys = KeysOmitted
+	}
+	return optionFunc{func(o *options) { o.keys = keys }, "WithKeys(" + mode.String() + ")"}
 }
 
-// WithHashedKeys records HashKey(key) as the quorumlock.key attribute
-// instead of the key, so that the spans of one key can still be found
-// together; error texts, which quote the key, are left out (see the
-// package doc's Status). A hash does not hide a key that can be guessed:
-// use WithoutKeys for those.
-// Default: keys are recorded as given.
-func WithHashedKeys() Option {
-	return optionFunc{func(o *options) { o.keys = keyHashed }, "WithHashedKeys()"}
-}
-
-// HashKey returns the hash WithHashedKeys records for key: the first 8
-// bytes of its SHA-256, in 16 hexadecimal digits.
+// HashKey returns the hash WithKeys(KeysHashed) records for key: the first
+// 8 bytes of its SHA-256, in 16 hexadecimal digits.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -116,12 +142,12 @@ func HashKey(key string) string {
 // package doc). It is safe for concurrent use.
 type Observer struct {
 	tracer trace.Tracer
-	keys   keyMode
+	keys   KeyMode
 }
 
 var _ core.Observer = (*Observer)(nil)
 
-// New returns an Observer configured by opts.
+// New returns an Observer configured by opts; it skips a nil Option.
 func New(opts ...Option) *Observer {
 	o := options{}
 	for _, opt := range opts {
@@ -135,22 +161,14 @@ func New(opts ...Option) *Observer {
 	return &Observer{tracer: o.provider.Tracer(ScopeName), keys: o.keys}
 }
 
-// Observe records e as a span whose parent is the span in ctx, for
-// core.Observer. Events of a kind it does not know are ignored.
+// Observe ends the span Start began for e's operation, with e's
+// attributes; an event without a start gets a span of its own, child of
+// the span in ctx. Events of a kind it does not know are ignored.
 func (t *Observer) Observe(ctx context.Context, e core.Event) {
-	name, kind := SpanAcquire, trace.SpanKindClient
-	switch e.Kind {
-	case core.EventAcquire:
-	case core.EventExtend:
-		name = SpanExtend
-	case core.EventRelease:
-		name = SpanRelease
-	case core.EventLost:
-		name, kind = SpanLost, trace.SpanKindInternal
-	default:
+	span, ok := t.span(ctx, e)
+	if !ok {
 		return
 	}
-	_, span := t.tracer.Start(ctx, name, trace.WithTimestamp(e.Start), trace.WithSpanKind(kind))
 	end := e.Start.Add(e.Duration)
 	defer span.End(trace.WithTimestamp(end))
 	if !span.IsRecording() {
@@ -159,13 +177,10 @@ func (t *Observer) Observe(ctx context.Context, e core.Event) {
 
 	outcome := core.Reason(e.Err)
 	attrs := make([]attribute.KeyValue, 0, 8)
-	switch t.keys {
-	case keyPlain:
-		attrs = append(attrs, KeyKey.String(e.Key))
-	case keyHashed:
-		attrs = append(attrs, KeyKey.String(HashKey(e.Key)))
-	}
 	attrs = append(attrs, KeyOutcome.String(outcome))
+	if e.Err != nil {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(outcome))
+	}
 	if e.Tries > 0 {
 		attrs = append(attrs, KeyTries.Int(e.Tries))
 	}
@@ -193,20 +208,20 @@ func (t *Observer) Observe(ctx context.Context, e core.Event) {
 
 	for i := range e.Nodes {
 		n := &e.Nodes[i]
-		na := []attribute.KeyValue{
+		na := append(serverAttrs(n.Node),
 			KeyNodeIndex.Int(n.Index),
 			KeyNodeName.String(n.Node),
 			KeyNodeOutcome.String(n.Outcome.String()),
-			KeyNodeLatencyMS.Float64(float64(n.Latency) / float64(time.Millisecond)),
-		}
+			KeyNodeLatencyMS.Float64(float64(n.Latency)/float64(time.Millisecond)),
+		)
 		if n.Err != nil {
-			na = append(na, KeyNodeError.String(n.Err.Error()))
+			na = append(na, semconv.ErrorTypeKey.String(errorType(n.Err)), KeyNodeError.String(n.Err.Error()))
 		}
 		span.AddEvent(NodeEvent, trace.WithTimestamp(end), trace.WithAttributes(na...))
 	}
 
 	if e.Err != nil {
-		if t.keys == keyPlain {
+		if t.keys == KeysPlain {
 			span.RecordError(e.Err, trace.WithTimestamp(end))
 			span.SetStatus(codes.Error, e.Err.Error())
 		} else {

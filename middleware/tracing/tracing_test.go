@@ -36,7 +36,7 @@ func setup(t *testing.T, nodes []*memory.Node, opts ...tracing.Option) (*core.Lo
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
-	l, err := core.New(memory.AsNodes(nodes), core.WithFencing(),
+	l, err := core.New(memory.AsNodes(nodes), core.WithFencing(true),
 		core.WithObserver(tracing.New(append([]tracing.Option{tracing.WithTracerProvider(tp)}, opts...)...)))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, l.Close()) })
@@ -87,6 +87,7 @@ func TestAcquire(t *testing.T) {
 		assert.Equal(t, codes.Unset, s.Status().Code)
 		validity := core.DefaultTTL - 4*time.Millisecond - l.Drift()
 		assert.Equal(t, map[attribute.Key]attribute.Value{
+			"db.system.name":        attribute.StringValue("redis"),
 			tracing.KeyKey:          attribute.StringValue("job"),
 			tracing.KeyOutcome:      attribute.StringValue("ok"),
 			tracing.KeyTries:        attribute.IntValue(1),
@@ -106,6 +107,7 @@ func TestAcquire(t *testing.T) {
 			a := attrs(ev.Attributes)
 			assert.Equal(t, int64(i), a[tracing.KeyNodeIndex].AsInt64())
 			assert.Equal(t, nodes[i].String(), a[tracing.KeyNodeName].AsString())
+			assert.Equal(t, nodes[i].String(), a["server.address"].AsString(), "a name that is no host:port is the address")
 			assert.Equal(t, "ok", a[tracing.KeyNodeOutcome].AsString())
 			assert.NotContains(t, a, tracing.KeyNodeError)
 		}
@@ -225,27 +227,44 @@ func TestExtendReleaseLost(t *testing.T) {
 		}
 		require.Len(t, failed, 1)
 		assert.Equal(t, "c", failed[0][tracing.KeyNodeName].AsString())
+		assert.Equal(t, "node_failure", failed[0]["error.type"].AsString())
+		assert.Equal(t, "not_held", a["error.type"].AsString(), "the span's error.type is its outcome")
 		assert.Equal(t, memory.ErrDown.Error(), failed[0][tracing.KeyNodeError].AsString())
 	})
 }
 
 func TestKeys(t *testing.T) {
-	t.Run("without keys", func(t *testing.T) {
-		nodes := namedNodes(1)
-		l, rec, ctx, _ := setup(t, nodes, tracing.WithoutKeys())
-		nodes[0].Set("secret", "rival", time.Hour)
-		_, err := l.TryAcquire(ctx, "secret")
-		require.ErrorIs(t, err, core.ErrNotAcquired)
-		require.Len(t, rec.Ended(), 1)
-		s := rec.Ended()[0]
-		assert.NotContains(t, attrs(s.Attributes()), tracing.KeyKey)
-		assert.Equal(t, sdktrace.Status{Code: codes.Error, Description: "contended"}, s.Status(), "the error text quotes the key")
-		for _, ev := range s.Events() {
-			assert.Equal(t, tracing.NodeEvent, ev.Name, "no exception event")
+	for name, mode := range map[string]tracing.KeyMode{
+		"without keys": tracing.KeysOmitted,
+		"unknown mode": tracing.KeyMode(7), // taken as KeysOmitted
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes := namedNodes(1)
+			l, rec, ctx, _ := setup(t, nodes, tracing.WithKeys(mode))
+			nodes[0].Set("secret", "rival", time.Hour)
+			_, err := l.TryAcquire(ctx, "secret")
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+			require.Len(t, rec.Ended(), 1)
+			s := rec.Ended()[0]
+			assert.NotContains(t, attrs(s.Attributes()), tracing.KeyKey)
+			assert.Equal(t, sdktrace.Status{Code: codes.Error, Description: "contended"}, s.Status(), "the error text quotes the key")
+			for _, ev := range s.Events() {
+				assert.Equal(t, tracing.NodeEvent, ev.Name, "no exception event")
+			}
+		})
+	}
+	t.Run("plain keys win when given last", func(t *testing.T) {
+		l, rec, ctx, _ := setup(t, namedNodes(1), tracing.WithKeys(tracing.KeysOmitted), nil, tracing.WithKeys(tracing.KeysPlain))
+		lock, err := l.Acquire(ctx, "k")
+		require.NoError(t, err)
+		require.NoError(t, lock.Release(ctx))
+		require.Len(t, rec.Ended(), 2)
+		for _, s := range rec.Ended() {
+			assert.Equal(t, "k", attrs(s.Attributes())[tracing.KeyKey].AsString())
 		}
 	})
 	t.Run("hashed keys", func(t *testing.T) {
-		l, rec, ctx, _ := setup(t, namedNodes(1), tracing.WithHashedKeys())
+		l, rec, ctx, _ := setup(t, namedNodes(1), tracing.WithKeys(tracing.KeysHashed))
 		lock, err := l.Acquire(ctx, "secret")
 		require.NoError(t, err)
 		require.NoError(t, lock.Release(ctx))
@@ -271,6 +290,14 @@ func TestProvider(t *testing.T) {
 		require.Len(t, rec.Ended(), 1)
 		assert.Equal(t, tracing.SpanRelease, rec.Ended()[0].Name())
 	})
+	t.Run("nil keeps the provider an earlier option set", func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+		obs := tracing.New(tracing.WithTracerProvider(tp), tracing.WithTracerProvider(nil))
+		obs.Observe(t.Context(), core.Event{Kind: core.EventRelease, Key: "k", Start: time.Now()})
+		require.Len(t, rec.Ended(), 1)
+	})
 	t.Run("spans not sampled", func(t *testing.T) {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))
@@ -287,8 +314,11 @@ func TestProvider(t *testing.T) {
 		assert.Empty(t, rec.Ended())
 	})
 	t.Run("String", func(t *testing.T) {
-		assert.Equal(t, "WithoutKeys()", tracing.WithoutKeys().String())
-		assert.Equal(t, "WithHashedKeys()", tracing.WithHashedKeys().String())
-		assert.Equal(t, "WithTracerProvider(...)", tracing.WithTracerProvider(nil).String())
+		assert.Equal(t, "WithKeys(KeysOmitted)", tracing.WithKeys(tracing.KeysOmitted).String())
+		assert.Equal(t, "WithKeys(KeysHashed)", tracing.WithKeys(tracing.KeysHashed).String())
+		assert.Equal(t, "WithKeys(KeysPlain)", tracing.WithKeys(tracing.KeysPlain).String())
+		assert.Equal(t, "WithKeys(KeyMode(7))", tracing.WithKeys(7).String())
+		assert.Equal(t, "WithTracerProvider(nil)", tracing.WithTracerProvider(nil).String())
+		assert.Equal(t, "WithTracerProvider(...)", tracing.WithTracerProvider(otel.GetTracerProvider()).String())
 	})
 }

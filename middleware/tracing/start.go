@@ -1,0 +1,102 @@
+package tracing
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/quorumlock/quorumlock/core"
+)
+
+// started is the context key under which Start keeps the span it began,
+// one per Observer, so that Observe ends its own span and not a caller's.
+type started struct{ t *Observer }
+
+// Start begins the span of an Acquire, TryAcquire, Extend or Release (see
+// core.Observer): the returned context carries it, so the spans a driver
+// makes for the operation's node calls (redisotel, rueidisotel,
+// valkeyotel) are its children. Observe ends it. Other kinds are ignored.
+func (t *Observer) Start(ctx context.Context, kind core.EventKind, key string) context.Context {
+	name, spanKind, ok := spanOf(kind)
+	if !ok {
+		return ctx
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind),
+		trace.WithAttributes(t.keyAttrs(key, semconv.DBSystemNameRedis)...))
+	return context.WithValue(ctx, started{t}, span)
+}
+
+// span returns the span Start began for the operation ctx belongs to, or
+// a new one for events without a start (keep-alive extensions, losses).
+func (t *Observer) span(ctx context.Context, e core.Event) (trace.Span, bool) {
+	if s, ok := ctx.Value(started{t}).(trace.Span); ok && s == trace.SpanFromContext(ctx) {
+		return s, true
+	}
+	name, spanKind, ok := spanOf(e.Kind)
+	if !ok {
+		return nil, false
+	}
+	_, s := t.tracer.Start(ctx, name, trace.WithTimestamp(e.Start), trace.WithSpanKind(spanKind),
+		trace.WithAttributes(t.keyAttrs(e.Key, semconv.DBSystemNameRedis)...))
+	return s, true
+}
+
+// spanOf names the span of an event kind.
+func spanOf(kind core.EventKind) (string, trace.SpanKind, bool) {
+	switch kind {
+	case core.EventAcquire:
+		return SpanAcquire, trace.SpanKindClient, true
+	case core.EventExtend:
+		return SpanExtend, trace.SpanKindClient, true
+	case core.EventRelease:
+		return SpanRelease, trace.SpanKindClient, true
+	case core.EventLost:
+		return SpanLost, trace.SpanKindInternal, true
+	}
+	return "", 0, false
+}
+
+// keyAttrs returns attrs with the key's attribute as WithKeys says.
+func (t *Observer) keyAttrs(key string, attrs ...attribute.KeyValue) []attribute.KeyValue {
+	switch t.keys {
+	case KeysPlain:
+		attrs = append(attrs, KeyKey.String(key))
+	case KeysHashed:
+		attrs = append(attrs, KeyKey.String(HashKey(key)))
+	}
+	return attrs
+}
+
+// serverAttrs names a node by the semantic conventions: server.address
+// and server.port when its name is host:port, else server.address alone.
+func serverAttrs(name string) []attribute.KeyValue {
+	host, port, err := net.SplitHostPort(name)
+	if err != nil {
+		return []attribute.KeyValue{semconv.ServerAddress(name)}
+	}
+	attrs := []attribute.KeyValue{semconv.ServerAddress(host)}
+	if p, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, semconv.ServerPort(p))
+	}
+	return attrs
+}
+
+// errorType is the error.type of a node's failure: a short class.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, core.ErrNodeTimeout):
+		return "timeout"
+	case errors.Is(err, core.ErrNodeRestarted):
+		return "restarted"
+	case errors.Is(err, core.ErrDuplicateNode):
+		return "duplicate_node"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "node_failure"
+}
