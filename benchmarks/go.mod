@@ -7,9 +7,11 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/gomodule/redigo v1.9.3
 	github.com/quorumlock/quorumlock v0.0.0
+	github.com/quorumlock/quorumlock/backends/valkey v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/redis/rueidis/rueidiscompat v1.0.79
+	github.com/valkey-io/valkey-go v1.0.79
 )
 
 require (
@@ -22,5 +24,7 @@ require (
 )
 
 replace github.com/quorumlock/quorumlock => ../
+
+replace github.com/quorumlock/quorumlock/backends/valkey => ../backends/valkey
 
 replace github.com/redis/rueidis/rueidiscompat => github.com/redis/rueidis/rueidiscompat v1.0.78

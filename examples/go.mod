@@ -6,9 +6,11 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gomodule/redigo v1.9.3
 	github.com/quorumlock/quorumlock v0.0.0
+	github.com/quorumlock/quorumlock/backends/valkey v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1
+	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/fx v1.24.0
 	go.uber.org/goleak v1.3.0
 )
@@ -26,5 +28,7 @@ require (
 )
 
 replace github.com/quorumlock/quorumlock => ../
+
+replace github.com/quorumlock/quorumlock/backends/valkey => ../backends/valkey
 
 replace github.com/quorumlock/quorumlock/fxmodule => ../fxmodule

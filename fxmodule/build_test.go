@@ -7,6 +7,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	"github.com/quorumlock/quorumlock/backends/redigo"
@@ -47,6 +48,10 @@ func TestBuiltNodesOwnTheirClients(t *testing.T) {
 			case fxmodule.DriverRueidis:
 				c := node.(*qlrueidis.Node).Client().(rueidis.Client)
 				assert.ErrorIs(t, c.Do(ctx, c.B().Ping().Build()).Error(), rueidis.ErrClosing)
+			case fxmodule.DriverValkey:
+				// Closed with its client, or, if still connecting, cut short.
+				_, err := node.Eval(ctx, "return 1", nil, nil)
+				assert.ErrorIs(t, err, valkey.ErrClosing)
 			}
 		})
 	}

@@ -23,6 +23,7 @@ const (
 	DriverGoRedis = "goredis" // github.com/redis/go-redis/v9
 	DriverRedigo  = "redigo"  // github.com/gomodule/redigo
 	DriverRueidis = "rueidis" // github.com/redis/rueidis
+	DriverValkey  = "valkey"  // github.com/valkey-io/valkey-go
 )
 
 // Strategy names, the values of Config.Strategy.
@@ -50,7 +51,8 @@ const (
 // (see the core.With... options).
 type Config struct {
 	// Driver is the Redis client the module builds for each server:
-	// "goredis", "redigo" or "rueidis". Default: "rueidis" (DefaultDriver).
+	// "goredis", "redigo", "rueidis" or "valkey". Default: "rueidis"
+	// (DefaultDriver).
 	// Ignored when the app contributes nodes to the NodesGroup group.
 	Driver string `yaml:"driver" json:"driver,omitempty"`
 
@@ -62,7 +64,8 @@ type Config struct {
 
 	// Cluster makes Addrs the seed addresses of ONE Redis Cluster, which is
 	// one Redlock node (its masters are not independent voters). goredis
-	// and rueidis only: redigo has no cluster client. Default: false.
+	// rueidis and valkey only: redigo has no cluster client. Default:
+	// false.
 	Cluster bool `yaml:"cluster" json:"cluster,omitempty"`
 
 	// Strategy is how a round asks the nodes: "parallel", "sequential" or
@@ -71,7 +74,7 @@ type Config struct {
 	Strategy string `yaml:"strategy" json:"strategy,omitempty"`
 
 	// StopAtQuorum makes the strategy stop at the quorum-th vote instead
-	// of asking every node (strategies.StopAtQuorum). Default: false
+	// of asking every node (strategies.WithStopAtQuorum). Default: false
 	// (greedy).
 	StopAtQuorum bool `yaml:"stop_at_quorum" json:"stop_at_quorum,omitempty"`
 
@@ -84,7 +87,7 @@ type Config struct {
 	Tries int `yaml:"tries" json:"tries,omitempty"`
 
 	// RetryMin and RetryMax bound the random delay between two rounds of
-	// Acquire (core.WithRetryDelay with core.JitterDelay). Defaults: 50 ms
+	// Acquire (core.WithRetryDelay with strategies.JitterDelay). Defaults: 50 ms
 	// (core.DefaultRetryMin) and the larger of 250 ms
 	// (core.DefaultRetryMax) and RetryMin.
 	RetryMin time.Duration `yaml:"retry_min" json:"retry_min,omitempty"`
@@ -222,13 +225,13 @@ func (c *Config) validate(name namer) error {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name(field)}, args...)...))
 	}
 	switch c.driver() {
-	case DriverGoRedis, DriverRueidis:
+	case DriverGoRedis, DriverRueidis, DriverValkey:
 	case DriverRedigo:
 		if c.Cluster {
-			bad("Cluster", "redigo has no Redis Cluster client; use driver goredis or rueidis for a cluster")
+			bad("Cluster", "redigo has no Redis Cluster client; use driver goredis, rueidis or valkey for a cluster")
 		}
 	default:
-		bad("Driver", "unknown driver %q: want goredis, redigo or rueidis", c.Driver)
+		bad("Driver", "unknown driver %q: want goredis, redigo, rueidis or valkey", c.Driver)
 	}
 	switch c.strategy() {
 	case "", StrategyParallel, StrategySequential, StrategyFailFast:
@@ -305,7 +308,7 @@ func (c *Config) coreOptions() []core.Option {
 		if hi == 0 {
 			hi = max(core.DefaultRetryMax, lo)
 		}
-		opts = append(opts, core.WithRetryDelay(core.JitterDelay(lo, hi)))
+		opts = append(opts, core.WithRetryDelay(strategies.JitterDelay(lo, hi)))
 	}
 	if c.NodeTimeout > 0 {
 		opts = append(opts, core.WithNodeTimeout(c.NodeTimeout))
@@ -323,20 +326,20 @@ func (c *Config) coreOptions() []core.Option {
 		opts = append(opts, core.WithMaxHold(c.MaxHold))
 	}
 	if c.Fencing {
-		opts = append(opts, core.WithFencing())
+		opts = append(opts, core.WithFencing(true))
 	}
 	if c.DisableWakeOnRelease {
 		opts = append(opts, core.WithWakeOnRelease(false))
 	}
 	switch {
 	case c.DisableRestartGuard:
-		opts = append(opts, core.WithoutRestartGuard())
+		opts = append(opts, core.WithRestartGuard(0))
 	case c.RestartGuard > 0:
 		opts = append(opts, core.WithRestartGuard(c.RestartGuard))
 	}
 	var sopts []strategies.Option
 	if c.StopAtQuorum {
-		sopts = append(sopts, strategies.StopAtQuorum())
+		sopts = append(sopts, strategies.WithStopAtQuorum(true))
 	}
 	switch c.strategy() {
 	case StrategySequential:

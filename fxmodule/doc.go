@@ -19,7 +19,7 @@
 //
 // # Configuration
 //
-// Config names the driver (goredis, redigo or rueidis; rueidis by
+// Config names the driver (goredis, redigo, rueidis or valkey; rueidis by
 // default), the servers (Addrs: one independent Redis master each, or,
 // with Cluster, the seeds of one Redis Cluster, which is one Redlock
 // node), the strategy, credentials, TLS and the core options. Zero fields
@@ -82,7 +82,7 @@
 // reach them, and closing the Locker closes them. Nodes the app
 // contributes are closed with the Locker too (core.New takes ownership of
 // its nodes), but the goredis, redigo and rueidis nodes close the client
-// they were built around only when made with CloseClient: the app's
+// they were built around only when made with WithCloseClient(true): the app's
 // clients stay open, for the app to close.
 //
 // # Without fx
@@ -105,11 +105,12 @@
 //
 // The module builds each client with the settings its backend recommends
 // (goredis.ClientOptions and ClusterOptions, redigo.NewPool, rueidis's
-// ClientOption, see the backends' docs), with Username, Password and TLS
-// added. The rueidis clients of independent masters are single-server
-// clients (rueidis's ForceSingleClient), so that a server down at start
-// does not fail the client's construction and TolerateDown can apply;
-// goredis and redigo connect on first use anyway. A rueidis cluster client
-// connects when built, so a Redis Cluster that cannot be reached fails the
-// app's construction.
+// and valkey's ClientOption, see the backends' docs), with Username,
+// Password and TLS added. The rueidis and valkey-go clients of independent
+// masters are single-server clients (ForceSingleClient), so that a server
+// down at start does not fail the client's construction and TolerateDown
+// can apply; goredis and redigo connect on first use anyway. A rueidis or
+// valkey-go cluster client connects when built, so a Redis Cluster that
+// cannot be reached fails the app's construction (with valkey-go, over
+// seeds that hang, its start-up check).
 package fxmodule

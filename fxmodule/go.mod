@@ -5,9 +5,11 @@ go 1.25.0
 require (
 	github.com/gomodule/redigo v1.9.3
 	github.com/quorumlock/quorumlock v0.0.0
+	github.com/quorumlock/quorumlock/backends/valkey v0.0.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1
+	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/fx v1.24.0
 	go.yaml.in/yaml/v3 v3.0.5
 )
@@ -23,3 +25,5 @@ require (
 )
 
 replace github.com/quorumlock/quorumlock => ../
+
+replace github.com/quorumlock/quorumlock/backends/valkey => ../backends/valkey

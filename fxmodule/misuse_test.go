@@ -40,7 +40,7 @@ func TestMisuseFxmodule(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Driver: "jedis", Addrs: some})
 		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
-			`fxmodule: Config.Driver: unknown driver "jedis": want goredis, redigo or rueidis`)
+			`fxmodule: Config.Driver: unknown driver "jedis": want goredis, redigo, rueidis or valkey`)
 	})
 	t.Run("unknown_strategy", func(t *testing.T) {
 		t.Parallel()
@@ -52,7 +52,7 @@ func TestMisuseFxmodule(t *testing.T) {
 		t.Parallel()
 		err := newFails(t, fxmodule.Config{Driver: "redigo", Cluster: true, Addrs: some})
 		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
-			"fxmodule: Config.Cluster: redigo has no Redis Cluster client; use driver goredis or rueidis for a cluster")
+			"fxmodule: Config.Cluster: redigo has no Redis Cluster client; use driver goredis, rueidis or valkey for a cluster")
 	})
 	t.Run("empty_address", func(t *testing.T) {
 		t.Parallel()

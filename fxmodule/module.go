@@ -317,7 +317,7 @@ func GoRedisNode(opts ...goredis.Option) fx.Option {
 
 // RueidisNode contributes to NodesGroup a node over the app's
 // rueidis.Client, built by the rueidis backend's New with opts. The
-// client stays the app's (unless opts hold CloseClient). Build the client
+// client stays the app's (unless opts hold WithCloseClient(true)). Build the client
 // from the backend's ClientOption for the settings a lock node needs.
 func RueidisNode(opts ...qlrueidis.Option) fx.Option {
 	return Node(func(client rueidis.Client) (*qlrueidis.Node, error) { return qlrueidis.New(client, opts...) })

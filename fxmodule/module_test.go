@@ -25,7 +25,7 @@ import (
 	"github.com/quorumlock/quorumlock/fxmodule"
 )
 
-var drivers = []string{fxmodule.DriverGoRedis, fxmodule.DriverRedigo, fxmodule.DriverRueidis}
+var drivers = []string{fxmodule.DriverGoRedis, fxmodule.DriverRedigo, fxmodule.DriverRueidis, fxmodule.DriverValkey}
 
 // newApp builds a test app of the module, cfg and extra, and returns it
 // with the Locker it provides.
@@ -248,7 +248,7 @@ func TestCluster(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, cluster.Close()) })
 
-	for _, driver := range []string{fxmodule.DriverGoRedis, fxmodule.DriverRueidis} {
+	for _, driver := range []string{fxmodule.DriverGoRedis, fxmodule.DriverRueidis, fxmodule.DriverValkey} {
 		t.Run(driver, func(t *testing.T) {
 			app, locker := newApp(t, fxmodule.Config{Driver: driver, Addrs: cluster.Addrs()[:2], Cluster: true})
 			app.RequireStart()
@@ -328,7 +328,7 @@ func TestFreshServers(t *testing.T) {
 	redistest.RequireServer(t)
 	var addrs []string
 	for range 3 {
-		s, err := redistest.StartServer(testCtx(t), redistest.Fresh())
+		s, err := redistest.StartServer(testCtx(t), redistest.WithFresh(true))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = s.Close() })
 		addrs = append(addrs, s.Addr())

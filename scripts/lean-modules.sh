@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Keeps the library's module graph lean. For each backend, builds a scratch
 # consumer module in a temporary directory that imports core and that one
-# backend and requires this checkout through a replace, runs go mod tidy,
+# backend and requires this checkout through a replace (and the backend's
+# own module through another, for a backend that is a module of its own,
+# such as backends/valkey), runs go mod tidy,
 # and fails if `go list -m all` lists more than MAX_MODULES modules (the
-# consumer itself included) or any module of HEAVY, printing the list.
+# consumer itself included, the library's own modules not: splitting the
+# library into modules, so that users download less, must not count
+# against it) or any module of HEAVY, printing the list.
+#
+# A backend in a module of its own pays for the root go.mod's drivers all
+# the same: a consumer of core + backends/valkey lists go-redis, redigo and
+# rueidis, which the root module requires for its backends, beside
+# valkey-go.
 #
 # With module graph pruning a consumer sees every requirement of the root
 # go.mod, `// indirect` ones included: whatever only middleware, examples,
@@ -16,7 +25,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
 max=${MAX_MODULES:-15}
-backends=${BACKENDS:-redigo goredis rueidis}
+backends=${BACKENDS:-redigo goredis rueidis valkey}
 heavy=${HEAVY:-'go\.uber\.org/(fx|dig|zap)|prometheus|opentelemetry|miniredis|honnef\.co|golang\.org/x/tools'}
 
 export GOWORK=off
@@ -41,6 +50,12 @@ require $module v0.0.0
 
 replace $module => $root
 EOF
+	if [ -f "$root/backends/$b/go.mod" ]; then
+		# A backend with a module of its own, so that users of the
+		# others do not download its driver.
+		printf '\nrequire %s v0.0.0\n\nreplace %s => %s\n' \
+			"$module/backends/$b" "$module/backends/$b" "$root/backends/$b" >>"$dir/go.mod"
+	fi
 	cat >"$dir/main.go" <<EOF
 // A consumer of core and one backend, nothing else.
 package main
@@ -54,9 +69,10 @@ func main() {}
 EOF
 	(cd "$dir" && $GO mod tidy)
 	list=$(cd "$dir" && $GO list -m all)
-	n=$(printf '%s\n' "$list" | wc -l)
+	own=$(printf '%s\n' "$list" | grep -cE "^$module(/[^ ]*)? " || true)
+	n=$(($(printf '%s\n' "$list" | wc -l) - own))
 	bad=$(printf '%s\n' "$list" | grep -E "$heavy" || true)
-	echo "core + backends/$b: $n modules (at most $max), go $(cd "$dir" && $GO list -m -f '{{.GoVersion}}')"
+	echo "core + backends/$b: $n modules (at most $max) and $own of the library's own, go $(cd "$dir" && $GO list -m -f '{{.GoVersion}}')"
 	if [ "$n" -gt "$max" ] || [ -n "$bad" ]; then
 		[ -n "$bad" ] && printf 'heavy modules in the graph:\n%s\n' "$bad" >&2
 		printf '%s\n' "$list" | sed 's/^/    /' >&2

@@ -5,20 +5,21 @@
 //
 // It starts three in-process Redis servers (miniredis, reached over real
 // TCP) and builds, over the same three servers, one Locker per driver:
-// go-redis (backends/goredis), redigo (backends/redigo) and rueidis
-// (backends/rueidis). First each Locker takes and releases one key. Then,
-// for each driver in turn, the key is held through that driver and the two
-// others try it once (TryAcquire): both must be refused with
-// core.ErrNotAcquired, because every byte sent to Redis (key, random value,
-// scripts) is decided by core, not by the driver. Once it is released, the
-// next driver takes it at once.
+// go-redis (backends/goredis), redigo (backends/redigo), rueidis
+// (backends/rueidis) and valkey-go (backends/valkey). First each Locker
+// takes and releases one key. Then, for each driver in turn, the key is
+// held through that driver and the others try it once (TryAcquire): all
+// must be refused with core.ErrNotAcquired, because every byte sent to
+// Redis (key, random value, scripts) is decided by core, not by the
+// driver. Once it is released, the next driver takes it at once.
 //
 // rueidis against miniredis: rueidis sends HELLO 3 (RESP3), which miniredis
 // speaks, and the backend's ClientOption turns client-side caching off
 // (DisableCache), so no CLIENT TRACKING is needed. miniredis also answers
 // CLUSTER SLOTS, which would make rueidis treat each server as a one-node
 // Redis Cluster; ForceSingleClient, which an independent master wants
-// anyway, keeps it a plain single-server client.
+// anyway, keeps it a plain single-server client. valkey-go, a fork of
+// rueidis, is set up the same way.
 //
 // To run it against your own independent Redis masters instead:
 //
@@ -39,12 +40,15 @@ import (
 	redigoredis "github.com/gomodule/redigo/redis"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	"github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	qlvalkey "github.com/quorumlock/quorumlock/backends/valkey"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/examples/internal/demo"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // key is the lock every step takes; ttl its time-to-live.
@@ -85,7 +89,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) (err error) {
 			d.close()
 		}
 	}()
-	for _, build := range []func([]string) (*driver, error){newGoRedis, newRedigo, newRueidis} {
+	for _, build := range []func([]string) (*driver, error){newGoRedis, newRedigo, newRueidis, newValkey} {
 		d, err := build(addrs)
 		if err != nil {
 			return err
@@ -146,7 +150,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) (err error) {
 			return fmt.Errorf("%s: release: %w", next.name, err)
 		}
 		fmt.Fprintf(out, "  held through %-8s %s refused (ErrNotAcquired); released, then taken through %s\n",
-			holder.name, strings.Join(refused, " and "), next.name)
+			holder.name, strings.Join(refused[:len(refused)-1], ", ")+" and "+refused[len(refused)-1], next.name)
 	}
 
 	fmt.Fprintln(out, "\ndrivers: all checks passed")
@@ -175,7 +179,7 @@ func (d *driver) newLocker(nodes []core.Node) (*driver, error) {
 	locker, err := core.New(nodes,
 		core.WithTTL(ttl),
 		core.WithNodeTimeout(200*time.Millisecond), // loopback answers in well under 1 ms
-		core.WithRetryDelay(core.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
+		core.WithRetryDelay(strategies.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
 	)
 	if err != nil {
 		d.close()
@@ -238,6 +242,30 @@ func newRueidis(addrs []string) (*driver, error) {
 		}
 		d.closes = append(d.closes, client.Close)
 		node, err := qlrueidis.New(client, qlrueidis.WithName(addr))
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		nodes = append(nodes, node)
+	}
+	return d.newLocker(nodes)
+}
+
+// newValkey builds the valkey-go Locker: one single-server valkey.Client
+// per server, from the backend's ClientOption, as for rueidis.
+func newValkey(addrs []string) (*driver, error) {
+	d := &driver{name: "valkey", client: "a single-server valkey.Client per server"}
+	var nodes []core.Node
+	for _, addr := range addrs {
+		o := qlvalkey.ClientOption(addr)
+		o.ForceSingleClient = true // an independent master, never cluster detection
+		client, err := valkey.NewClient(o)
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("valkey: no connection to the server at %s: %w", addr, err)
+		}
+		d.closes = append(d.closes, client.Close)
+		node, err := qlvalkey.New(client, qlvalkey.WithName(addr))
 		if err != nil {
 			d.close()
 			return nil, err

@@ -30,18 +30,20 @@ func runDrivers(t *testing.T, addrs []string) (string, error) {
 // checkOutput checks the lines every successful run prints.
 func checkOutput(t *testing.T, out string) {
 	t.Helper()
-	assert.Equal(t, 3, strings.Count(out, "), released\n"), "each driver acquires and releases:\n%s", out)
+	assert.Equal(t, 4, strings.Count(out, "), released\n"), "each driver acquires and releases:\n%s", out)
 	for _, want := range []string{
-		"held through goredis  redigo and rueidis refused (ErrNotAcquired); released, then taken through redigo",
-		"held through redigo   goredis and rueidis refused (ErrNotAcquired); released, then taken through rueidis",
-		"held through rueidis  goredis and redigo refused (ErrNotAcquired); released, then taken through goredis",
+		"held through goredis  redigo, rueidis and valkey refused (ErrNotAcquired); released, then taken through redigo",
+		"held through redigo   goredis, rueidis and valkey refused (ErrNotAcquired); released, then taken through rueidis",
+		"held through rueidis  goredis, redigo and valkey refused (ErrNotAcquired); released, then taken through valkey",
+		"held through valkey   goredis, redigo and rueidis refused (ErrNotAcquired); released, then taken through goredis",
 		"drivers: all checks passed",
 	} {
 		assert.Contains(t, out, want)
 	}
 }
 
-// The default: three embedded miniredis servers, rueidis included.
+// The default: three embedded miniredis servers, rueidis and valkey-go
+// included.
 func TestDriversEmbedded(t *testing.T) {
 	out, err := runDrivers(t, nil)
 	require.NoError(t, err, out)

@@ -13,10 +13,11 @@
 //
 //   - to the same handler without the middleware, to show the lost updates
 //     (not checked: a race may, rarely, lose nothing);
-//   - through httplock with Wait: each request waits for the account's
-//     lock, the handlers run one at a time, and the final balance is exact;
-//   - through httplock with NoWait: one request goes first and, while its
-//     slow withdrawal holds the lock, the 19 others arrive together and
+//   - through httplock with WithWait(5s): each request waits for the
+//     account's lock, the handlers run one at a time, and the final
+//     balance is exact;
+//   - through httplock with WithWait(0): one request goes first and, while
+//     its slow withdrawal holds the lock, the 19 others arrive together and
 //     are refused at once with 423 Locked and a Retry-After header; the
 //     balance is exact for the requests that were served. (Twenty one-shot
 //     attempts sent at the very same moment can also split the votes, each
@@ -24,8 +25,8 @@
 //     all twenty are refused: Redlock without retries.)
 //
 // The lock's key is the {id} path value (httplock.PathValue) with a prefix
-// (httplock.KeyPrefix), so requests for different accounts never wait for
-// each other.
+// (httplock.WithKeyPrefix), so requests for different accounts never wait
+// for each other.
 //
 // To run it against your own independent Redis masters instead:
 //
@@ -55,11 +56,12 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/examples/internal/demo"
 	"github.com/quorumlock/quorumlock/middleware/httplock"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // The scenario: requests sent at once, the amount each withdraws, the
 // starting balance, and how long a withdrawal pauses between its read and
-// its write (longer on the NoWait route, so that requests meet the lock).
+// its write (longer on the route that does not wait, so that requests meet the lock).
 const (
 	requests     = 20
 	amount       = 10
@@ -92,8 +94,8 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	locker, err := core.New(c.nodes,
 		core.WithTTL(10*time.Second),
 		core.WithNodeTimeout(100*time.Millisecond), // loopback answers in well under 1 ms
-		core.WithRetryDelay(core.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
-		core.WithTries(1000), // waiting is bounded by httplock.Wait, not by a count
+		core.WithRetryDelay(strategies.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
+		core.WithTries(1000), // waiting is bounded by httplock.WithWait, not by a count
 	)
 	if err != nil {
 		return err
@@ -105,13 +107,13 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	// The runs' accounts are fresh, but a lock on your servers may not be:
 	// a unique prefix keeps this run's keys its own.
 	prefix := fmt.Sprintf("httpservice:%d:accounts:", time.Now().UnixNano())
-	wait, err := httplock.New(locker, httplock.PathValue("id"), httplock.KeyPrefix(prefix),
-		httplock.Wait(5*time.Second))
+	wait, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix(prefix),
+		httplock.WithWait(5*time.Second))
 	if err != nil {
 		return err
 	}
-	noWait, err := httplock.New(locker, httplock.PathValue("id"), httplock.KeyPrefix(prefix),
-		httplock.NoWait(), httplock.RetryAfter(retryAfter))
+	noWait, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix(prefix),
+		httplock.WithWait(0), httplock.WithRetryAfter(retryAfter))
 	if err != nil {
 		return err
 	}
@@ -139,28 +141,28 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	fmt.Fprintf(out, "  %s in %v; up to %d handlers at once; final balance %d: %d of %d withdrawals lost\n",
 		codes, elapsed, st.maxInside, st.balance, requests-applied, requests)
 
-	// 2. httplock.Wait: one at a time, nothing lost.
-	fmt.Fprintln(out, "\nPOST /accounts/alice/withdraw (httplock.Wait(5s): a request waits for the account's lock):")
+	// 2. httplock.WithWait: one at a time, nothing lost.
+	fmt.Fprintln(out, "\nPOST /accounts/alice/withdraw (httplock.WithWait(5s): a request waits for the account's lock):")
 	codes, elapsed = srv.burst(ctx, "/accounts/alice/withdraw", requests)
 	st = b.stats("alice")
 	fmt.Fprintf(out, "  %s in %v; at most %d handler at once; final balance %d\n", codes, elapsed, st.maxInside, st.balance)
 	if codes.n[http.StatusOK] != requests {
-		return fmt.Errorf("with httplock.Wait, every request should be served (200 OK), got %s", codes)
+		return fmt.Errorf("with httplock.WithWait, every request should be served (200 OK), got %s", codes)
 	}
 	if st.maxInside != 1 {
-		return fmt.Errorf("with httplock.Wait, %d handlers ran at once for one account", st.maxInside)
+		return fmt.Errorf("with httplock.WithWait, %d handlers ran at once for one account", st.maxInside)
 	}
 	if want := startBalance - requests*amount; st.balance != want {
-		return fmt.Errorf("with httplock.Wait, the final balance is %d, want %d", st.balance, want)
+		return fmt.Errorf("with httplock.WithWait, the final balance is %d, want %d", st.balance, want)
 	}
 	fmt.Fprintf(out, "  exact: %d - %d x %d, served one at a time\n", startBalance, requests, amount)
 
-	// 3. httplock.NoWait: the busy ones are refused at once. One request
+	// 3. httplock.WithWait(0): the busy ones are refused at once. One request
 	// goes first and, while its slow withdrawal holds the lock, the others
 	// arrive together. (Sent all at once, they could also split the votes:
 	// 20 one-shot rounds over 3 nodes, each node granting whichever came
 	// first, may leave no one with a quorum, and all 20 are refused.)
-	fmt.Fprintf(out, "\nPOST /accounts/bob/withdraw-now (httplock.NoWait: a locked account is refused at once):\n")
+	fmt.Fprintf(out, "\nPOST /accounts/bob/withdraw-now (httplock.WithWait(0): a locked account is refused at once):\n")
 	codes, elapsed, err = srv.firstThenBurst(ctx, "/accounts/bob/withdraw-now", b.entered("bob"))
 	if err != nil {
 		return err
@@ -173,17 +175,17 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	fmt.Fprintf(out, "  at most %d handler at once; final balance %d\n", st.maxInside, st.balance)
 	switch {
 	case served+busy != requests:
-		return fmt.Errorf("with httplock.NoWait, want only 200 and 423 answers, got %s", codes)
+		return fmt.Errorf("with httplock.WithWait(0), want only 200 and 423 answers, got %s", codes)
 	case served == 0:
-		return errors.New("with httplock.NoWait, no request was served")
+		return errors.New("with httplock.WithWait(0), no request was served")
 	case busy == 0:
-		return errors.New("with httplock.NoWait, no request was refused: they should meet the lock")
+		return errors.New("with httplock.WithWait(0), no request was refused: they should meet the lock")
 	case codes.retryAfter != strconv.Itoa(int(retryAfter/time.Second)):
 		return fmt.Errorf("423 answers should carry Retry-After: %d, got %q", int(retryAfter/time.Second), codes.retryAfter)
 	case st.maxInside != 1:
-		return fmt.Errorf("with httplock.NoWait, %d handlers ran at once for one account", st.maxInside)
+		return fmt.Errorf("with httplock.WithWait(0), %d handlers ran at once for one account", st.maxInside)
 	case st.balance != startBalance-served*amount:
-		return fmt.Errorf("with httplock.NoWait, the final balance is %d, want %d", st.balance, startBalance-served*amount)
+		return fmt.Errorf("with httplock.WithWait(0), the final balance is %d, want %d", st.balance, startBalance-served*amount)
 	}
 	fmt.Fprintf(out, "  exact: %d - %d served x %d\n", startBalance, served, amount)
 

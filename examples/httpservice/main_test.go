@@ -37,16 +37,16 @@ func checkOutput(t *testing.T, out string) {
 	for _, want := range []string{
 		"20 concurrent withdrawals of 10 from an account holding 1000",
 		"POST /unlocked/accounts/carol/withdraw (no lock):\n  20 x 200 OK in ",
-		"POST /accounts/alice/withdraw (httplock.Wait(5s)",
+		"POST /accounts/alice/withdraw (httplock.WithWait(5s)",
 		"; at most 1 handler at once; final balance 800\n  exact: 1000 - 20 x 10, served one at a time\n",
-		"POST /accounts/bob/withdraw-now (httplock.NoWait",
+		"POST /accounts/bob/withdraw-now (httplock.WithWait(0)",
 		"1 request first, holding the lock 300ms; 19 more at once while it does\n",
 		"httpservice: all checks passed",
 	} {
 		assert.Contains(t, out, want)
 	}
 	m := noWaitLine.FindStringSubmatch(out)
-	require.NotNil(t, m, "the NoWait line:\n%s", out)
+	require.NotNil(t, m, "the WithWait(0) line:\n%s", out)
 	served := atoi(t, m[1])
 	assert.Equal(t, 20, served+atoi(t, m[2]))
 	assert.Contains(t, out, "final balance "+strconv.Itoa(1000-10*served)+"\n  exact: 1000 - "+m[1]+" served x 10\n")

@@ -34,6 +34,7 @@ import (
 	"github.com/quorumlock/quorumlock/backends/goredis"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/examples/internal/demo"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // The key every step locks, the locks' time-to-live, and how the workers
@@ -73,7 +74,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	locker, err := core.New(c.nodes,
 		core.WithTTL(ttl),
 		core.WithNodeTimeout(100*time.Millisecond), // loopback answers in well under 1 ms
-		core.WithRetryDelay(core.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
+		core.WithRetryDelay(strategies.JitterDelay(5*time.Millisecond, 20*time.Millisecond)),
 	)
 	if err != nil {
 		return err

@@ -19,17 +19,18 @@
 //     of the nodes' round trips, parallel and failfast only the slowest.
 //     With one slow node and four fast loopback ones the two are close;
 //     over a real network, N round trips against one is the difference.
-//   - StopAtQuorum: a round ends at the third vote. Parallel and failfast
-//     get their three votes from the fast nodes and never wait for node 0;
-//     sequential asks the nodes in index order, so it meets node 0 first.
+//   - WithStopAtQuorum(true): a round ends at the third vote. Parallel and
+//     failfast get their three votes from the fast nodes and never wait for
+//     node 0; sequential asks the nodes in index order, so it meets node 0
+//     first.
 //
 // Failfast differs from parallel only when a quorum becomes impossible
 // (other holders, nodes down): it ends the round at the third refusal
 // instead of waiting for the slow node.
 //
 // The program checks, with generous margins, that neither parallel nor
-// failfast is slower than sequential, and that with StopAtQuorum they avoid
-// the slow node. To run it against your own independent Redis masters
+// failfast is slower than sequential, and that with WithStopAtQuorum they
+// avoid the slow node. To run it against your own independent Redis masters
 // (then no node is slowed, and the differences are your network's):
 //
 //	REDIS_ADDRS=10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 go run ./examples/strategies
@@ -112,9 +113,9 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	fmt.Fprintln(out, "  slowest one's: the slow node costs all three its delay, and the fast ones are")
 	fmt.Fprintln(out, "  too quick here for their sum to show much.")
 
-	// 2. StopAtQuorum: the round ends at the quorum-th vote.
-	fmt.Fprintln(out, "\nStopAtQuorum (a round ends at the third vote):")
-	atQuorum, err := measure(ctx, out, c, key, []strategies.Option{strategies.StopAtQuorum()})
+	// 2. WithStopAtQuorum(true): the round ends at the quorum-th vote.
+	fmt.Fprintln(out, "\nWithStopAtQuorum(true) (a round ends at the third vote):")
+	atQuorum, err := measure(ctx, out, c, key, []strategies.Option{strategies.WithStopAtQuorum(true)})
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 		// Parallel and failfast must not have waited for the slow node.
 		for _, name := range []string{"parallel", "failfast"} {
 			if atQuorum[name] >= delay {
-				return fmt.Errorf("with StopAtQuorum, %s took %v: it waited for the slow node (%v)", name, atQuorum[name], delay)
+				return fmt.Errorf("with WithStopAtQuorum, %s took %v: it waited for the slow node (%v)", name, atQuorum[name], delay)
 			}
 		}
 		fmt.Fprintln(out, "  parallel and failfast take the votes of three fast nodes and stop; sequential")
@@ -196,14 +197,14 @@ func measure(ctx context.Context, out io.Writer, c *cluster, key string, opts []
 		slices.Sort(l.took)
 		m := l.took[len(l.took)/2]
 		medians[l.name] = m
-		fmt.Fprintf(out, "  %-24s %8v\n", strategyName(l.name, opts), m.Round(10*time.Microsecond))
+		fmt.Fprintf(out, "  %-28s %8v\n", strategyName(l.name, opts), m.Round(10*time.Microsecond))
 	}
 	return medians, nil
 }
 
 func strategyName(name string, opts []strategies.Option) string {
 	if len(opts) > 0 {
-		return name + "+StopAtQuorum"
+		return name + "+WithStopAtQuorum"
 	}
 	return name
 }
@@ -264,7 +265,7 @@ func newCluster(ctx context.Context, addrs []string) (*cluster, error) {
 }
 
 // newNodes returns one node per client, for one Locker: a Locker closes
-// its nodes, and a rueidis node (without CloseClient) leaves its client
+// its nodes, and a rueidis node (without WithCloseClient(true)) leaves its client
 // open for the next.
 func (c *cluster) newNodes() ([]core.Node, error) {
 	var nodes []core.Node

@@ -31,9 +31,9 @@ func checkOutput(t *testing.T, out string) {
 		"greedy (the default: every node is asked, every answer awaited):\n  sequential ",
 		"\n  parallel ",
 		"\n  failfast ",
-		"StopAtQuorum (a round ends at the third vote):\n  sequential+StopAtQuorum ",
-		"\n  parallel+StopAtQuorum ",
-		"\n  failfast+StopAtQuorum ",
+		"WithStopAtQuorum(true) (a round ends at the third vote):\n  sequential+WithStopAtQuorum ",
+		"\n  parallel+WithStopAtQuorum ",
+		"\n  failfast+WithStopAtQuorum ",
 		"strategies: all checks passed",
 	} {
 		assert.Contains(t, out, want)

@@ -273,7 +273,7 @@ redsync-DRIVER is redsync v4 with one pool per server and rs.NewMutex(key), defa
 rueidislock is rueidislock.NewLocker with KeyMajority 1 (N=1 only); redislock is bsm/redislock.Obtain with a 10 s TTL (N=1 only);
 floor-DRIVER is the bare protocol (SET NX PX on each node, EVALSHA compare-and-delete, majority wins) with no library around it.
 Every system but rueidislock uses the client settings of quorumlock's backend helpers (goredis.ClientOptions, redigo.NewPool,
-rueidis.ClientOption), one client per server; rueidislock builds its own client with rueidis's defaults (it needs client-side caching).
+rueidis.ClientOption, valkey.ClientOption), one client per server; rueidislock builds its own client with rueidis's defaults (it needs client-side caching).
 Cells show the runs side by side: run 1 / run 2 / …
 
 `)

@@ -8,10 +8,12 @@ import (
 	redigo "github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	qlgoredis "github.com/quorumlock/quorumlock/backends/goredis"
 	qlredigo "github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	qlvalkey "github.com/quorumlock/quorumlock/backends/valkey"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/strategies"
 )
@@ -19,16 +21,16 @@ import (
 // quorumlockStrategies are the strategies quorumlock is measured with.
 var quorumlockStrategies = []struct {
 	name string
-	make func() core.Strategy
+	make func() strategies.Strategy
 }{
-	{"sequential", func() core.Strategy { return strategies.Sequential() }},
-	{"parallel", func() core.Strategy { return strategies.Parallel() }},
-	{"failfast", func() core.Strategy { return strategies.FailFast() }},
+	{"sequential", func() strategies.Strategy { return strategies.Sequential() }},
+	{"parallel", func() strategies.Strategy { return strategies.Parallel() }},
+	{"failfast", func() strategies.Strategy { return strategies.FailFast() }},
 }
 
 // openQuorumlock returns the Open of quorumlock over driver drv with the
 // strategy that strategy makes, other options at their defaults.
-func openQuorumlock(drv string, strategy func() core.Strategy) func([]string) (Instance, error) {
+func openQuorumlock(drv string, strategy func() strategies.Strategy) func([]string) (Instance, error) {
 	return func(addrs []string) (Instance, error) {
 		nodes, cl, err := perServer[core.Node]{
 			goredis: func(c *goredis.Client, _ string) (core.Node, error) { return qlgoredis.New(c) },
@@ -36,6 +38,7 @@ func openQuorumlock(drv string, strategy func() core.Strategy) func([]string) (I
 				return qlredigo.New(p, qlredigo.WithName(addr))
 			},
 			rueidis: func(c rueidis.Client, _ string) (core.Node, error) { return qlrueidis.New(c) },
+			valkey:  func(c valkey.Client, _ string) (core.Node, error) { return qlvalkey.New(c) },
 		}.open(drv, addrs)
 		if err != nil {
 			return nil, fmt.Errorf("quorumlock: %w", err)

@@ -8,10 +8,12 @@ import (
 	redigo "github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 
 	qlgoredis "github.com/quorumlock/quorumlock/backends/goredis"
 	qlredigo "github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
+	qlvalkey "github.com/quorumlock/quorumlock/backends/valkey"
 )
 
 // TTL is the lock time-to-live of every system that lets the caller choose
@@ -55,8 +57,8 @@ type Instance interface {
 type System struct {
 	// Name is the system's name in tables, filters and JSON records.
 	Name string
-	// Driver is the Redis client library underneath: goredis, redigo or
-	// rueidis.
+	// Driver is the Redis client library underneath: goredis, redigo,
+	// rueidis or valkey (valkey-go, quorumlock's systems only).
 	Driver string
 	// SingleNode marks systems that lock on one server only
 	// (rueidislock, bsm/redislock): they are measured with N=1 alone.
@@ -75,7 +77,7 @@ func (s System) Supports(n int) bool { return !s.SingleNode || n == 1 }
 // All returns every system, in the order of the report's tables.
 func All() []System {
 	var all []System
-	for _, drv := range []string{"goredis", "redigo", "rueidis"} {
+	for _, drv := range []string{"goredis", "redigo", "rueidis", "valkey"} {
 		for _, st := range quorumlockStrategies {
 			all = append(all, System{
 				Name:   "quorumlock-" + drv + "-" + st.name,
@@ -114,6 +116,7 @@ type perServer[T any] struct {
 	goredis func(c *goredis.Client, addr string) (T, error)
 	redigo  func(p *redigo.Pool, addr string) (T, error)
 	rueidis func(c rueidis.Client, addr string) (T, error)
+	valkey  func(c valkey.Client, addr string) (T, error)
 }
 
 // open makes one client of driver drv per address (with quorumlock's
@@ -138,6 +141,12 @@ func (ps perServer[T]) open(drv string, addrs []string) ([]T, closers, error) {
 			return nil, nil, err
 		}
 		cl, mk = c, func(i int) (T, error) { return ps.rueidis(clients[i], addrs[i]) }
+	case drv == "valkey" && ps.valkey != nil:
+		clients, c, err := valkeyClients(addrs)
+		if err != nil {
+			return nil, nil, err
+		}
+		cl, mk = c, func(i int) (T, error) { return ps.valkey(clients[i], addrs[i]) }
 	default:
 		return nil, nil, fmt.Errorf("unknown driver %q", drv)
 	}
@@ -186,6 +195,24 @@ func rueidisClients(addrs []string) ([]rueidis.Client, closers, error) {
 		if err != nil {
 			_ = cl.close()
 			return nil, nil, fmt.Errorf("rueidis client for %s: %w", a, err)
+		}
+		clients[i] = c
+		cl = append(cl, func() error { c.Close(); return nil })
+	}
+	return clients, cl, nil
+}
+
+// valkeyClients returns one valkey-go client per address, with
+// quorumlock's settings (valkey.ClientOption). On error it closes those it
+// made.
+func valkeyClients(addrs []string) ([]valkey.Client, closers, error) {
+	clients := make([]valkey.Client, len(addrs))
+	var cl closers
+	for i, a := range addrs {
+		c, err := valkey.NewClient(qlvalkey.ClientOption(a))
+		if err != nil {
+			_ = cl.close()
+			return nil, nil, fmt.Errorf("valkey client for %s: %w", a, err)
 		}
 		clients[i] = c
 		cl = append(cl, func() error { c.Close(); return nil })

@@ -1,0 +1,284 @@
+package valkey_test
+
+import (
+	"context"
+	"crypto/tls"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+	"go.uber.org/goleak"
+
+	qlvalkey "github.com/quorumlock/quorumlock/backends/valkey"
+	"github.com/quorumlock/quorumlock/conformance"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
+)
+
+// dialServer starts a redis-server for one test.
+func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
+	t.Helper()
+	redistest.RequireServer(t)
+	srv, err := redistest.StartServer(t.Context(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	return srv
+}
+
+// dialCtx is a context bounded for one step of a test.
+func dialCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// adminClient is a go-redis client of the test's own to addr.
+func adminClient(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// requireHeldEverywhere acquires fresh keys until one is held on every
+// server of addrs (a server just back may miss a round or two).
+func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
+	t.Helper()
+	i := 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		i++
+		key := t.Name() + ":" + strconv.Itoa(i)
+		lock, err := locker.Acquire(dialCtx(t), key)
+		require.NoError(c, err)
+		defer func() { assert.NoError(c, lock.Release(dialCtx(t))) }()
+		for _, a := range addrs {
+			assert.Equal(c, int64(1), adminClient(t, a).Exists(dialCtx(t), key).Val(), "held on %s", a)
+		}
+	}, 20*time.Second, 50*time.Millisecond)
+}
+
+// Dial returns at once with one server of three down and one hung
+// (SIGSTOP): it does not wait for the hung server's handshake. The nodes
+// of both fail their calls until their servers answer, then work.
+func TestDialWithServersDownAndHung(t *testing.T) {
+	t.Parallel()
+	port, err := redistest.FreePort()
+	require.NoError(t, err)
+	hung := dialServer(t)
+	addrs := []string{dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port), hung.Addr()}
+	require.NoError(t, hung.Pause())
+	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
+
+	begin := time.Now()
+	nodes, closeAll, err := qlvalkey.Dial(addrs)
+	took := time.Since(begin)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	assert.Less(t, took, core.DefaultNodeTimeout+500*time.Millisecond, "about one node timeout, not valkey-go's 5 s dial timeout")
+	require.Len(t, nodes, 3)
+	assert.IsType(t, (*qlvalkey.Node)(nil), nodes[1], "a refused connection makes a client at once")
+	require.IsType(t, (*driver.Late)(nil), nodes[2], "the hung server's client is still connecting")
+	for i, n := range nodes {
+		assert.Equal(t, addrs[i], n.String())
+		assert.Implements(t, (*driver.Batcher)(nil), n)
+		assert.Implements(t, (*driver.Watcher)(nil), n)
+		assert.False(t, n.(driver.Sharded).Sharded())
+	}
+
+	locker, err := core.New(nodes, core.WithTries(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	_, err = locker.TryAcquire(dialCtx(t), t.Name())
+	require.ErrorIs(t, err, core.ErrUnavailable, "one of three")
+
+	dialServer(t, redistest.WithPort(port))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		lock, err := locker.TryAcquire(dialCtx(t), t.Name())
+		require.NoError(c, err, "two of three, once the down server is up")
+		assert.NoError(c, lock.Release(dialCtx(t)))
+	}, 20*time.Second, 50*time.Millisecond)
+
+	require.NoError(t, hung.Resume())
+	requireHeldEverywhere(t, locker, addrs)
+}
+
+// A node whose client is still connecting fails a call when the call's
+// context ends; closing it cuts the connection attempt short instead of
+// waiting for valkey-go's dial timeout, and leaves no goroutine behind.
+func TestDialCloseWhileConnecting(t *testing.T) {
+	live, silent := dialServer(t).Addr(), redistest.SilentAddr(t)
+	ignore := goleak.IgnoreCurrent()
+
+	nodes, closeAll, err := qlvalkey.Dial([]string{live, silent})
+	require.NoError(t, err)
+	require.IsType(t, (*driver.Late)(nil), nodes[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = nodes[1].Eval(ctx, "return 1", nil, nil)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, driver.KindContext, nodes[1].Classify(err))
+
+	begin := time.Now()
+	require.NoError(t, closeAll())
+	assert.Less(t, time.Since(begin), 2*time.Second, "not valkey-go's 5 s dial timeout")
+	require.NoError(t, closeAll(), "idempotent")
+	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.ErrorIs(t, err, valkey.ErrClosing)
+	_, err = nodes[1].Eval(dialCtx(t), "return 1", nil, nil)
+	require.Error(t, err)
+	assert.Equal(t, driver.KindNodeFailure, nodes[1].Classify(err))
+	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
+}
+
+// Bad arguments get an error matching core.ErrInvalidArgument that says
+// what is wrong; nil options are skipped.
+func TestDialRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	addrs := []string{"127.0.0.1:7001", "127.0.0.1:7002"}
+	option := func(fn func(o *valkey.ClientOption)) []qlvalkey.DialOption {
+		return []qlvalkey.DialOption{nil, qlvalkey.WithClientOption(nil), qlvalkey.WithClientOption(fn)}
+	}
+	for _, tc := range []struct {
+		name  string
+		addrs []string
+		opts  []qlvalkey.DialOption
+		want  string
+	}{
+		{"no addresses", nil, nil, "valkey: Dial: no addresses"},
+		{"empty address", []string{" "}, nil, `address 0 is empty (" ")`},
+		{"no port", []string{"127.0.0.1:7001", "10.0.0.3"}, nil, `address "10.0.0.3" has no port`},
+		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice`},
+		{"other address", addrs, option(func(o *valkey.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }), "WithClientOption changed"},
+		{"not single", addrs, option(func(o *valkey.ClientOption) { o.ForceSingleClient = false }), "WithClientOption changed"},
+		{"no pipelining", addrs, option(func(o *valkey.ClientOption) { o.AlwaysPipelining = false }), "WithClientOption changed"},
+		{"multiplex", addrs, option(func(o *valkey.ClientOption) { o.PipelineMultiplex = 2 }), "WithClientOption changed"},
+		{"sentinel", addrs, option(func(o *valkey.ClientOption) { o.Sentinel.MasterSet = "mymaster" }), "set Sentinel or Standalone options"},
+		{"replicas", addrs, option(func(o *valkey.ClientOption) { o.Standalone.ReplicaAddress = []string{"127.0.0.1:7009"} }), "set Sentinel or Standalone options"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, closeAll, err := qlvalkey.Dial(tc.addrs, tc.opts...)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			assert.ErrorContains(t, err, tc.want)
+			assert.Nil(t, nodes)
+			assert.Nil(t, closeAll)
+		})
+	}
+}
+
+// The options reach the clients, nodes are named by their addresses as
+// given, and closing a node closes its client.
+func TestDialOptionsAndNames(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	nodes, closeAll, err := qlvalkey.Dial([]string{srv.Addr() + " "}, qlvalkey.WithTLSConfig(nil), qlvalkey.WithCluster(false),
+		qlvalkey.WithClientOption(func(o *valkey.ClientOption) { o.ClientName = "dial-test"; o.SelectDB = 3 }))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	node := nodes[0]
+	assert.Equal(t, srv.Addr(), node.String())
+	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	admin := adminClient(t, srv.Addr())
+	assert.Contains(t, admin.ClientList(dialCtx(t)).Val(), "name=dial-test")
+	require.NoError(t, admin.Do(dialCtx(t), "SELECT", 3).Err())
+	assert.Equal(t, int64(1), admin.Exists(dialCtx(t), t.Name()).Val(), "in database 3")
+	require.NoError(t, node.Close())
+	_, err = node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	require.ErrorIs(t, err, valkey.ErrClosing)
+
+	// TLS to a server that speaks none fails the handshake: the client
+	// comes back with ForceSingleClient, and its calls fail.
+	nodes, closeAllTLS, err := qlvalkey.Dial([]string{srv.Addr()}, qlvalkey.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
+	require.Error(t, err)
+
+	for want, opt := range map[string]interface{ String() string }{
+		"WithCredentials(...)":   qlvalkey.WithCredentials("u", "p"),
+		"WithTLS(true)":          qlvalkey.WithTLS(true),
+		"WithTLSConfig(...)":     qlvalkey.WithTLSConfig(&tls.Config{}),
+		"WithCluster(false)":     qlvalkey.WithCluster(false),
+		"WithClientOption(...)":  qlvalkey.WithClientOption(func(*valkey.ClientOption) {}),
+		"WithClientOption(nil)":  qlvalkey.WithClientOption(nil),
+		"WithCloseClient(false)": qlvalkey.WithCloseClient(false),
+		`WithName("")`:           qlvalkey.WithName(""),
+	} {
+		assert.Equal(t, want, opt.String())
+	}
+}
+
+// With WithCluster(true), the addresses are the seeds of one cluster, one
+// node; over a server that is not a cluster member, Dial (or the node,
+// when the client was not made within Dial's wait) refuses.
+func TestDialCluster(t *testing.T) {
+	t.Parallel()
+	redistest.RequireServer(t)
+	cluster, err := redistest.StartCluster(dialCtx(t), 3)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, cluster.Close()) })
+
+	seeds := []string{cluster.Addrs()[2], cluster.Addrs()[0]}
+	nodes, closeAll, err := qlvalkey.Dial(seeds, qlvalkey.WithCluster(true))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	require.Len(t, nodes, 1)
+	assert.Equal(t, "cluster:"+min(seeds[0], seeds[1])+","+max(seeds[0], seeds[1]), nodes[0].String())
+	assert.True(t, nodes[0].(driver.Sharded).Sharded())
+	locker, err := core.New(nodes)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+	for _, key := range []string{"dial:a", "dial:b", "dial:c"} {
+		lock, err := locker.Acquire(dialCtx(t), key)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), cluster.Control().Exists(dialCtx(t), key).Val())
+		require.NoError(t, lock.Release(dialCtx(t)))
+	}
+
+	nodes, closeSingle, err := qlvalkey.Dial([]string{dialServer(t).Addr()}, qlvalkey.WithCluster(true))
+	if err == nil {
+		t.Cleanup(func() { assert.NoError(t, closeSingle()) })
+		_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	}
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "is not a cluster")
+}
+
+// WithCredentials authenticates; without it, a server with a password
+// refuses the lock.
+func TestDialWithCredentials(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	admin := adminClient(t, srv.Addr())
+	require.NoError(t, admin.Do(dialCtx(t), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err())
+	require.NoError(t, admin.ConfigSet(dialCtx(t), "requirepass", "s3cret").Err())
+
+	for name, opts := range map[string][]qlvalkey.DialOption{
+		"password": {qlvalkey.WithCredentials("", "s3cret")},
+		"acl user": {qlvalkey.WithCredentials("locker", "pw")},
+		"none":     nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes, closeAll, err := qlvalkey.Dial([]string{srv.Addr()}, opts...)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, closeAll()) })
+			locker, err := core.New(nodes, core.WithTries(2))
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
+			lock, err := locker.Acquire(dialCtx(t), t.Name())
+			if name == "none" {
+				require.ErrorContains(t, err, "NOAUTH")
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, lock.Release(dialCtx(t)))
+		})
+	}
+}
