@@ -54,7 +54,7 @@ func rueidisCluster(addrs []string) (core.Node, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	node, err := rueidis.New(client, rueidis.CloseClient())
+	node, err := rueidis.New(client, rueidis.WithCloseClient(true))
 	return node, node.Close, err
 }
 

@@ -70,7 +70,7 @@ func BenchmarkRestartGuard(b *testing.B) {
 			opt  core.Option
 		}{
 			{"on", core.WithRestartGuard(core.DefaultTTL)},
-			{"off", core.WithoutRestartGuard()},
+			{"off", core.WithRestartGuard(0)},
 		} {
 			l, err := core.New(benchNodes(b, d.factory, addrs), guard.opt)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // runFencing checks fencing tokens (core.WithFencing) on real servers.
@@ -60,10 +61,10 @@ func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
 	// every 10-50 ms. Lifecycle/WakeOnRelease tests the notices.
 	lockers := make([]*core.Locker, goroutines)
 	for g := range lockers {
-		lockers[g] = newLocker(t, servers.Nodes(t), parallel, core.WithFencing(),
+		lockers[g] = newLocker(t, servers.Nodes(t), parallel, core.WithFencing(true),
 			core.WithTTL(2*time.Second), core.WithTries(1_000_000),
 			core.WithWakeOnRelease(false),
-			core.WithRetryDelay(core.JitterDelay(10*time.Millisecond, 50*time.Millisecond)))
+			core.WithRetryDelay(strategies.JitterDelay(10*time.Millisecond, 50*time.Millisecond)))
 	}
 
 	// The faults: a random minority goes down with its data, stays down a
@@ -158,7 +159,7 @@ func fencingPerKey(t *testing.T, h Harness) {
 	keys := []string{base, "{" + base + "}:tagged", "a{" + base + "}b"}
 	lockers := make([]*core.Locker, 3)
 	for i := range lockers {
-		lockers[i] = newLocker(t, servers.Nodes(t), parallel, core.WithFencing(), core.WithTries(1_000_000))
+		lockers[i] = newLocker(t, servers.Nodes(t), parallel, core.WithFencing(true), core.WithTries(1_000_000))
 	}
 	counters := make([]string, len(keys))
 	for j, k := range keys {

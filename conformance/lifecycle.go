@@ -17,7 +17,7 @@ import (
 )
 
 // parallel is the strategy of the groups that are not about strategies.
-var parallel = Strategy{"parallel", func() core.Strategy { return strategies.Parallel() }}
+var parallel = Strategy{"parallel", func() strategies.Strategy { return strategies.Parallel() }}
 
 // runLifecycle checks a lock's life after acquisition on real servers:
 // the keep-alive, the notice of its end (Done, Err, Context, Do's
@@ -239,7 +239,7 @@ func wakeOnRelease(t *testing.T, h Harness) {
 		delay, rounds = 500*time.Millisecond, 1
 	}
 	t.Logf("every node a driver.Watcher: %t", watchers)
-	waiter := newLocker(t, nodes, parallel, core.WithRetryDelay(core.JitterDelay(delay, delay)), core.WithTries(100))
+	waiter := newLocker(t, nodes, parallel, core.WithRetryDelay(strategies.JitterDelay(delay, delay)), core.WithTries(100))
 
 	type result struct {
 		lock *core.Lock

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // runLockerProperties checks a Locker over n nodes of the backend.
@@ -182,7 +183,7 @@ func counterRace(t *testing.T, h Harness, n int, s Strategy, goroutines, increme
 	// burn the CPU on rounds that cannot win (measured: 10-50 ms gives four
 	// times the acquisitions per second of 2-10 ms under the race detector).
 	l := newLocker(t, servers.Nodes(t), s, core.WithTries(1_000_000),
-		core.WithRetryDelay(core.JitterDelay(10*time.Millisecond, 50*time.Millisecond)))
+		core.WithRetryDelay(strategies.JitterDelay(10*time.Millisecond, 50*time.Millisecond)))
 	ctx, k := t.Context(), key(t)
 	counter := k + ":counter"
 	require.NoError(t, servers.Set(ctx, 0, counter, "0", 0))

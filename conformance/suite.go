@@ -21,19 +21,19 @@ import (
 // Strategy is one strategy the suite runs the locker properties under.
 type Strategy struct {
 	Name string
-	New  func() core.Strategy
+	New  func() strategies.Strategy
 }
 
 // Strategies are the strategies Run covers unless told otherwise: each
 // built-in one, greedy and stopping at quorum.
 func Strategies() []Strategy {
 	return []Strategy{
-		{"sequential", func() core.Strategy { return strategies.Sequential() }},
-		{"sequential-stop", func() core.Strategy { return strategies.Sequential(strategies.StopAtQuorum()) }},
-		{"parallel", func() core.Strategy { return strategies.Parallel() }},
-		{"parallel-stop", func() core.Strategy { return strategies.Parallel(strategies.StopAtQuorum()) }},
-		{"failfast", func() core.Strategy { return strategies.FailFast() }},
-		{"failfast-stop", func() core.Strategy { return strategies.FailFast(strategies.StopAtQuorum()) }},
+		{"sequential", func() strategies.Strategy { return strategies.Sequential() }},
+		{"sequential-stop", func() strategies.Strategy { return strategies.Sequential(strategies.WithStopAtQuorum(true)) }},
+		{"parallel", func() strategies.Strategy { return strategies.Parallel() }},
+		{"parallel-stop", func() strategies.Strategy { return strategies.Parallel(strategies.WithStopAtQuorum(true)) }},
+		{"failfast", func() strategies.Strategy { return strategies.FailFast() }},
+		{"failfast-stop", func() strategies.Strategy { return strategies.FailFast(strategies.WithStopAtQuorum(true)) }},
 	}
 }
 
@@ -206,7 +206,7 @@ func newLocker(t *testing.T, nodes []core.Node, s Strategy, opts ...core.Option)
 	all := append([]core.Option{
 		core.WithStrategy(s.New()),
 		core.WithNodeTimeout(testNodeTimeout),
-		core.WithRetryDelay(core.JitterDelay(testRetryMin, testRetryMax)),
+		core.WithRetryDelay(strategies.JitterDelay(testRetryMin, testRetryMax)),
 	}, opts...)
 	l, err := core.New(nodes, all...)
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ import (
 const benchTimeout = time.Second
 
 // BenchmarkRun measures one round of each built-in strategy (greedy and
-// StopAtQuorum) over N=1, 3 and 5 nodes whose attempts return at once:
+// WithStopAtQuorum) over N=1, 3 and 5 nodes whose attempts return at once:
 // all voting for the caller (won), or all refusing (lost, where FailFast
 // cancels the round).
 func BenchmarkRun(b *testing.B) {
@@ -32,11 +32,11 @@ func BenchmarkRun(b *testing.B) {
 		s    strategies.Strategy
 	}{
 		{"sequential", strategies.Sequential()},
-		{"sequential-stop", strategies.Sequential(strategies.StopAtQuorum())},
+		{"sequential-stop", strategies.Sequential(strategies.WithStopAtQuorum(true))},
 		{"parallel", strategies.Parallel()},
-		{"parallel-stop", strategies.Parallel(strategies.StopAtQuorum())},
+		{"parallel-stop", strategies.Parallel(strategies.WithStopAtQuorum(true))},
 		{"failfast", strategies.FailFast()},
-		{"failfast-stop", strategies.FailFast(strategies.StopAtQuorum())},
+		{"failfast-stop", strategies.FailFast(strategies.WithStopAtQuorum(true))},
 	}
 	for _, st := range strats {
 		for _, n := range []int{1, 3, 5} {

@@ -21,8 +21,8 @@
 //     nodes.
 //
 // Each is greedy by default (it asks every node, so the lock lands on as
-// many nodes as possible) and takes the StopAtQuorum option to stop once a
-// quorum has voted.
+// many nodes as possible) and takes the option WithStopAtQuorum(true) to
+// stop once a quorum has voted.
 //
 // # Writing a strategy
 //

@@ -27,14 +27,14 @@ type fuzzStrategy struct {
 }
 
 func fuzzStrategies() []fuzzStrategy {
-	saq := strategies.StopAtQuorum()
+	saq := strategies.WithStopAtQuorum(true)
 	return []fuzzStrategy{
 		{"Sequential", strategies.Sequential(), false, false, false},
-		{"Sequential/StopAtQuorum", strategies.Sequential(saq), false, false, true},
+		{"Sequential/WithStopAtQuorum", strategies.Sequential(saq), false, false, true},
 		{"Parallel", strategies.Parallel(), true, false, false},
-		{"Parallel/StopAtQuorum", strategies.Parallel(saq), true, false, true},
+		{"Parallel/WithStopAtQuorum", strategies.Parallel(saq), true, false, true},
 		{"FailFast", strategies.FailFast(), true, true, false},
-		{"FailFast/StopAtQuorum", strategies.FailFast(saq), true, true, true},
+		{"FailFast/WithStopAtQuorum", strategies.FailFast(saq), true, true, true},
 	}
 }
 
@@ -188,7 +188,7 @@ func checkTally(t *testing.T, fs fuzzStrategy, n, quorum int, yes, yield func(in
 		stop := tried
 		switch {
 		case fs.stopAtQuorum && won > quorum:
-			t.Fatalf("%s: StopAtQuorum went on after the quorum-th vote", where())
+			t.Fatalf("%s: WithStopAtQuorum went on after the quorum-th vote", where())
 		case tried == n:
 		case fs.stopAtQuorum && won == quorum && yes(tried-1):
 			// Stopped right after the quorum-th vote.
@@ -203,7 +203,7 @@ func checkTally(t *testing.T, fs fuzzStrategy, n, quorum int, yes, yield func(in
 		return
 	}
 	// A concurrent strategy leaves nodes untried only when the round ended:
-	// by the caller, at quorum (StopAtQuorum), or once quorum became
+	// by the caller, at quorum (WithStopAtQuorum), or once quorum became
 	// impossible (FailFast). Attempts that ran before the end count as
 	// they answered, so Won may exceed the quorum.
 	switch {

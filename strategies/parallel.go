@@ -13,8 +13,9 @@ var errRoundTimeout = errors.New("strategies: round timeout")
 // attempt (at most Round.Timeout) instead of the sum of them.
 //
 // By default it waits for every node's answer, whatever the outcome, so the
-// caller learns each node's state; with StopAtQuorum it cancels the attempts
-// still running once a quorum has voted (and waits for them to return).
+// caller learns each node's state; with WithStopAtQuorum(true) it cancels
+// the attempts still running once a quorum has voted (and waits for them to
+// return).
 func Parallel(opts ...Option) Strategy {
 	return concurrent{config: newConfig(opts), name: "parallel"}
 }
@@ -27,7 +28,7 @@ func Parallel(opts ...Option) Strategy {
 // round starts sooner. This also resolves the split votes of many contenders
 // quickly instead of waiting on the slowest node.
 //
-// With StopAtQuorum it also ends the round once a quorum has voted.
+// With WithStopAtQuorum(true) it also ends the round once a quorum has voted.
 func FailFast(opts ...Option) Strategy {
 	return concurrent{config: newConfig(opts), name: "failfast", failFast: true}
 }

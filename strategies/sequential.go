@@ -7,8 +7,8 @@ import "context"
 // A slow or dead node costs at most one Round.Timeout.
 //
 // By default it tries every node, even when quorum can no longer be reached,
-// as the specification describes; with StopAtQuorum it starts no attempt
-// after the quorum-th vote.
+// as the specification describes; with WithStopAtQuorum(true) it starts no
+// attempt after the quorum-th vote.
 func Sequential(opts ...Option) Strategy {
 	return sequential{newConfig(opts)}
 }

@@ -22,18 +22,18 @@ func TestConformance(t *testing.T) {
 		spec strategytest.Spec
 	}{
 		{"Sequential", strategytest.Spec{New: func() strategies.Strategy { return strategies.Sequential() }}},
-		{"Sequential/StopAtQuorum", strategytest.Spec{
-			New:           func() strategies.Strategy { return strategies.Sequential(strategies.StopAtQuorum()) },
+		{"Sequential/WithStopAtQuorum", strategytest.Spec{
+			New:           func() strategies.Strategy { return strategies.Sequential(strategies.WithStopAtQuorum(true)) },
 			StopsAtQuorum: true,
 		}},
 		{"Parallel", strategytest.Spec{New: func() strategies.Strategy { return strategies.Parallel() }, Concurrent: true}},
-		{"Parallel/StopAtQuorum", strategytest.Spec{
-			New:        func() strategies.Strategy { return strategies.Parallel(strategies.StopAtQuorum()) },
+		{"Parallel/WithStopAtQuorum", strategytest.Spec{
+			New:        func() strategies.Strategy { return strategies.Parallel(strategies.WithStopAtQuorum(true)) },
 			Concurrent: true, StopsAtQuorum: true,
 		}},
 		{"FailFast", strategytest.Spec{New: func() strategies.Strategy { return strategies.FailFast() }, Concurrent: true, FailsFast: true}},
-		{"FailFast/StopAtQuorum", strategytest.Spec{
-			New:        func() strategies.Strategy { return strategies.FailFast(strategies.StopAtQuorum()) },
+		{"FailFast/WithStopAtQuorum", strategytest.Spec{
+			New:        func() strategies.Strategy { return strategies.FailFast(strategies.WithStopAtQuorum(true)) },
 			Concurrent: true, FailsFast: true, StopsAtQuorum: true,
 		}},
 	}
@@ -129,9 +129,13 @@ func TestFailFastCountsErrorsAndRefusalsAlike(t *testing.T) {
 
 func TestStrings(t *testing.T) {
 	assert.Equal(t, "sequential", strategies.Sequential().String())
-	assert.Equal(t, "parallel(stop-at-quorum)", strategies.Parallel(strategies.StopAtQuorum()).String())
+	assert.Equal(t, "parallel(stop-at-quorum)", strategies.Parallel(strategies.WithStopAtQuorum(true)).String())
 	assert.Equal(t, "failfast", strategies.FailFast().String())
-	assert.Equal(t, "StopAtQuorum()", strategies.StopAtQuorum().String())
+	assert.Equal(t, "WithStopAtQuorum(true)", strategies.WithStopAtQuorum(true).String())
+	assert.Equal(t, "WithStopAtQuorum(false)", strategies.WithStopAtQuorum(false).String())
+	// A later option overrides an earlier one; a nil Option is skipped.
+	assert.Equal(t, "parallel", strategies.Parallel(strategies.WithStopAtQuorum(true), nil, strategies.WithStopAtQuorum(false)).String())
+	assert.Equal(t, "sequential(stop-at-quorum)", strategies.Sequential(nil, strategies.WithStopAtQuorum(true)).String())
 	assert.Equal(t, "won", strategies.Won.String())
 	assert.Equal(t, "lost", strategies.Lost.String())
 	assert.Equal(t, "not-tried", strategies.NotTried.String())
@@ -144,7 +148,7 @@ func TestStrings(t *testing.T) {
 // in such rounds, and a skipped release leaves the key until its TTL.
 func TestStarvedAttemptsRun(t *testing.T) {
 	const n = 16
-	for _, s := range []strategies.Strategy{strategies.Parallel(), strategies.Parallel(strategies.StopAtQuorum())} {
+	for _, s := range []strategies.Strategy{strategies.Parallel(), strategies.Parallel(strategies.WithStopAtQuorum(true))} {
 		t.Run(s.String(), func(t *testing.T) {
 			var mu sync.Mutex
 			called := make(map[int]bool)

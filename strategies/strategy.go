@@ -71,7 +71,9 @@ type Strategy interface {
 	String() string
 }
 
-// Option configures a built-in strategy.
+// Option configures a built-in strategy. Options apply in order, a later
+// one overriding an earlier one of the same kind; a nil Option is skipped.
+// Its String shows the option as written.
 type Option interface {
 	apply(*config)
 	String() string
@@ -81,20 +83,25 @@ type config struct {
 	stopAtQuorum bool
 }
 
-type stopAtQuorumOption struct{}
+type stopAtQuorumOption bool
 
-func (stopAtQuorumOption) apply(c *config) { c.stopAtQuorum = true }
-func (stopAtQuorumOption) String() string  { return "StopAtQuorum()" }
+func (o stopAtQuorumOption) apply(c *config) { c.stopAtQuorum = bool(o) }
+func (o stopAtQuorumOption) String() string {
+	return "WithStopAtQuorum(" + strconv.FormatBool(bool(o)) + ")"
+}
 
-// StopAtQuorum makes a strategy end the round as soon as a quorum of nodes
-// has voted for the caller: Sequential starts no further attempt, Parallel and
-// FailFast cancel the attempts still running (and wait for them).
+// WithStopAtQuorum, on, makes a strategy end the round as soon as a quorum
+// of nodes has voted for the caller: Sequential starts no further attempt,
+// Parallel and FailFast cancel the attempts still running (and wait for
+// them). Off, the strategy asks every node. It takes no value that is an
+// error.
 //
-// Default: off. The built-in strategies are greedy and try every node, because
+// The built-in strategies are greedy by default and try every node, because
 // a lock held on more nodes survives more node crashes, release goes to every
 // node anyway, and cancelling an in-flight request usually costs the driver
 // its connection.
-func StopAtQuorum() Option { return stopAtQuorumOption{} }
+// Default: off.
+func WithStopAtQuorum(on bool) Option { return stopAtQuorumOption(on) }
 
 func newConfig(opts []Option) config {
 	var c config

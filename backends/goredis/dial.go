@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,7 +13,10 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// DialOption configures Dial.
+// DialOption configures Dial. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil DialOption is skipped.
+// Its String shows the option as written (credentials and functions
+// elided).
 type DialOption interface {
 	applyDial(*dialConfig)
 	String() string
@@ -38,76 +42,94 @@ func (o dialOption) String() string          { return o.name }
 
 // WithCredentials authenticates every client Dial makes: as the Redis ACL
 // user username with password, or, with an empty username, with password
-// alone (requirepass, the "default" user).
+// alone (requirepass, the "default" user). Two empty strings mean no
+// authentication. Every value is valid (a wrong one fails the nodes'
+// calls, not Dial).
 // Default: no authentication.
 func WithCredentials(username, password string) DialOption {
 	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
 }
 
-// WithTLS makes every client Dial makes connect with TLS, using a clone of
-// cfg for each client. A nil cfg means TLS 1.2 or later, with the server
-// name taken from the host of each address (of the first seed for a
-// cluster).
-// Default: plain TCP.
-func WithTLS(cfg *tls.Config) DialOption {
-	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLS(...)"}
+// WithTLS, on, makes every client Dial makes connect with TLS, using a
+// clone of the WithTLSConfig configuration for each client, or, without
+// one, TLS 1.2 or later with the server name taken from the host of each
+// address (of the first seed for a cluster). Off, clients use plain TCP.
+// Default: off.
+func WithTLS(on bool) DialOption {
+	return dialOption{func(c *dialConfig) { c.tls = on }, "WithTLS(" + strconv.FormatBool(on) + ")"}
 }
 
-// WithCluster makes the addresses the seeds of ONE Redis Cluster (any of
-// its masters), which Dial makes one node of, over a *redis.ClusterClient:
-// a cluster's masters are not independent voters.
-// Default: every address is an independent master and a node of its own.
-func WithCluster() DialOption {
-	return dialOption{func(c *dialConfig) { c.cluster = true }, "WithCluster()"}
+// WithTLSConfig sets the TLS configuration of every client Dial makes (a
+// clone for each), and turns TLS on, as WithTLS(true) does. A nil cfg
+// changes nothing. Every value is valid.
+// Default: none; with WithTLS(true), TLS 1.2 or later with the server name
+// taken from the host of each address.
+func WithTLSConfig(cfg *tls.Config) DialOption {
+	if cfg == nil {
+		return dialOption{func(*dialConfig) {}, "WithTLSConfig(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLSConfig(...)"}
+}
+
+// WithCluster, on, makes the addresses the seeds of ONE Redis Cluster (any
+// of its masters), which Dial makes one node of, over a
+// *redis.ClusterClient: a cluster's masters are not independent voters.
+// Off, every address is an independent master and a node of its own.
+// Default: off.
+func WithCluster(on bool) DialOption {
+	return dialOption{func(c *dialConfig) { c.cluster = on }, "WithCluster(" + strconv.FormatBool(on) + ")"}
 }
 
 // WithOptions calls fn on the options of each server's client, once per
 // address, after Dial has set them from ClientOptions, WithCredentials and
 // WithTLS, and before redis.NewClient: for the pool size, timeouts, the
-// database, hooks. fn must leave Addr and ContextTimeoutEnabled as they
-// are (Dial refuses the options otherwise). Not with WithCluster.
+// database, hooks. Each WithOptions adds its fn, called in order. A nil fn
+// changes nothing.
 // Default: ClientOptions' settings.
+// Dial returns an error matching core.ErrInvalidArgument when fn changes
+// Addr or turns ContextTimeoutEnabled off, and for WithOptions with
+// WithCluster(true).
 func WithOptions(fn func(*redis.Options)) DialOption {
-	return dialOption{func(c *dialConfig) {
-		if fn == nil {
-			c.errs = append(c.errs, errors.New("WithOptions(nil): the function is nil"))
-		}
-		c.options = append(c.options, fn)
-	}, "WithOptions(...)"}
+	if fn == nil {
+		return dialOption{func(*dialConfig) {}, "WithOptions(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.options = append(c.options, fn) }, "WithOptions(...)"}
 }
 
-// WithClusterOptions is WithOptions for the cluster client of WithCluster:
-// fn gets the options set from ClusterOptions, WithCredentials and
-// WithTLS, and must leave Addrs, ContextTimeoutEnabled and ClusterSlots
-// as they are. Only with WithCluster.
+// WithClusterOptions is WithOptions for the cluster client of
+// WithCluster(true): fn gets the options set from ClusterOptions,
+// WithCredentials and WithTLS. Each WithClusterOptions adds its fn, called
+// in order. A nil fn changes nothing.
 // Default: ClusterOptions' settings.
+// Dial returns an error matching core.ErrInvalidArgument when fn changes
+// Addrs, turns ContextTimeoutEnabled off or sets ClusterSlots, and for
+// WithClusterOptions without WithCluster(true).
 func WithClusterOptions(fn func(*redis.ClusterOptions)) DialOption {
-	return dialOption{func(c *dialConfig) {
-		if fn == nil {
-			c.errs = append(c.errs, errors.New("WithClusterOptions(nil): the function is nil"))
-		}
-		c.clusterOptions = append(c.clusterOptions, fn)
-	}, "WithClusterOptions(...)"}
+	if fn == nil {
+		return dialOption{func(*dialConfig) {}, "WithClusterOptions(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.clusterOptions = append(c.clusterOptions, fn) }, "WithClusterOptions(...)"}
 }
 
 // Dial returns one node per address, each an independent Redis master (one
 // Redlock node), over a *redis.Client of its own made from ClientOptions;
-// with WithCluster, one node over a *redis.ClusterClient of the cluster the
+// with WithCluster(true), one node over a *redis.ClusterClient of the cluster the
 // addresses are seeds of. Addresses are "host:port"; each node is named by
 // its address as given (trimmed), a cluster "cluster:" and its sorted seeds.
 // Defaults: no authentication, plain TCP, ClientOptions' (ClusterOptions')
 // settings.
 //
 // Each node owns its client: closing the node, as core.Locker.Close does,
-// closes it (each is a *Node made with CloseClient). closeAll closes every
+// closes it (each is a *Node made with WithCloseClient(true)). closeAll
+// closes every
 // node Dial returned; it is idempotent, so it is safe after Locker.Close,
 // and it is for when core.New fails or is never called. go-redis connects on first use: Dial neither connects nor
 // sends anything, so a server that is down or hung does not hold it up,
 // and its node works once the server is back.
 //
-// No addresses, an empty one, one without a port, one given twice, a nil
-// option or options that break what a lock node needs get an error
-// matching core.ErrInvalidArgument; on error Dial returns no nodes and
+// No addresses, an empty one, one without a port, one given twice, or
+// options that break what a lock node needs get an error matching
+// core.ErrInvalidArgument (a nil DialOption is skipped); on error Dial returns no nodes and
 // has closed what it made.
 func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
 	addrs, c, err := prepareDial(addrs, opts)
@@ -151,17 +173,16 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 		return nil, nil, err
 	}
 	var c dialConfig
-	for i, o := range opts {
-		if o == nil {
-			return nil, nil, fmt.Errorf("%w: goredis: Dial: option %d is nil", core.ErrInvalidArgument, i)
+	for _, o := range opts {
+		if o != nil {
+			o.applyDial(&c)
 		}
-		o.applyDial(&c)
 	}
 	switch {
 	case c.cluster && len(c.options) > 0:
-		c.errs = append(c.errs, errors.New("WithOptions sets the options of a client of one server; with WithCluster, use WithClusterOptions"))
+		c.errs = append(c.errs, errors.New("WithOptions sets the options of a client of one server; with WithCluster(true), use WithClusterOptions"))
 	case !c.cluster && len(c.clusterOptions) > 0:
-		c.errs = append(c.errs, errors.New("WithClusterOptions sets the options of a cluster client; it needs WithCluster"))
+		c.errs = append(c.errs, errors.New("WithClusterOptions sets the options of a cluster client; it needs WithCluster(true)"))
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, nil, fmt.Errorf("%w: goredis: Dial: %w", core.ErrInvalidArgument, err)
@@ -169,9 +190,13 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 	return addrs, &c, nil
 }
 
-// tlsFor returns the TLS configuration of a client of addr, or nil.
+// tlsFor returns the TLS configuration of a client of addr, or nil when
+// TLS is off.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	return driver.TLSFor(c.tlsConfig, c.tls, addr)
+	if !c.tls {
+		return nil
+	}
+	return driver.TLSFor(c.tlsConfig, true, addr)
 }
 
 // optionsFor returns the options of the client of the server at addr.
@@ -220,7 +245,7 @@ func own(client interface {
 	Client
 	Close() error
 }) (core.Node, error) {
-	node, err := New(client, CloseClient())
+	node, err := New(client, WithCloseClient(true))
 	if err != nil {
 		return nil, errors.Join(err, client.Close())
 	}

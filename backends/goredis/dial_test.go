@@ -132,17 +132,15 @@ func TestDialRefusesBadInput(t *testing.T) {
 		{"no port", []string{"127.0.0.1:7001", "redis.internal"}, nil, `address "redis.internal" has no port`},
 		{"empty port", []string{"redis.internal:"}, nil, `address "redis.internal:" has no port`},
 		{"same address twice", []string{"127.0.0.1:7001", " 127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
-		{"nil option", addrs, []goredis.DialOption{goredis.WithCredentials("u", "p"), nil}, "option 1 is nil"},
-		{"nil function", addrs, []goredis.DialOption{goredis.WithOptions(nil)}, "WithOptions(nil)"},
 		{"unbounded", addrs, []goredis.DialOption{goredis.WithOptions(func(o *redis.Options) { o.ContextTimeoutEnabled = false })},
 			"Options.ContextTimeoutEnabled off for 127.0.0.1:7001"},
 		{"other address", addrs, []goredis.DialOption{goredis.WithOptions(func(o *redis.Options) { o.Addr = "10.0.0.9:6379" })},
 			`changed Options.Addr from "127.0.0.1:7001" to "10.0.0.9:6379"`},
-		{"options of a cluster", addrs, []goredis.DialOption{goredis.WithCluster(), goredis.WithOptions(func(*redis.Options) {})}, "use WithClusterOptions"},
+		{"options of a cluster", addrs, []goredis.DialOption{goredis.WithCluster(true), goredis.WithOptions(func(*redis.Options) {})}, "use WithClusterOptions"},
 		{"cluster options alone", addrs, []goredis.DialOption{goredis.WithClusterOptions(func(*redis.ClusterOptions) {})}, "it needs WithCluster"},
-		{"cluster unbounded", addrs, []goredis.DialOption{goredis.WithCluster(),
+		{"cluster unbounded", addrs, []goredis.DialOption{goredis.WithCluster(true),
 			goredis.WithClusterOptions(func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = false })}, "ClusterOptions.ContextTimeoutEnabled off"},
-		{"cluster slots", addrs, []goredis.DialOption{goredis.WithCluster(), goredis.WithClusterOptions(func(o *redis.ClusterOptions) {
+		{"cluster slots", addrs, []goredis.DialOption{goredis.WithCluster(true), goredis.WithClusterOptions(func(o *redis.ClusterOptions) {
 			o.ClusterSlots = func(context.Context) ([]redis.ClusterSlot, error) { return nil, nil }
 		})}, "ClusterOptions.ClusterSlots"},
 	} {
@@ -162,7 +160,7 @@ func TestDialRefusesBadInput(t *testing.T) {
 func TestDialOptionsAndNames(t *testing.T) {
 	t.Parallel()
 	nodes, closeAll, err := goredis.Dial([]string{" redis.example:6380", "10.0.0.2:6379 "},
-		goredis.WithCredentials("u", "p"), goredis.WithTLS(nil), goredis.WithOptions(func(o *redis.Options) { o.PoolSize = 3 }))
+		goredis.WithCredentials("u", "p"), goredis.WithTLS(true), goredis.WithOptions(func(o *redis.Options) { o.PoolSize = 3 }))
 	require.NoError(t, err)
 	require.Len(t, nodes, 2)
 	assert.Equal(t, "redis.example:6380", nodes[0].String())
@@ -184,7 +182,7 @@ func TestDialOptionsAndNames(t *testing.T) {
 	require.NoError(t, closeAll())
 
 	mine := &tls.Config{ServerName: "mine", MinVersion: tls.VersionTLS13}
-	nodes, closeAll, err = goredis.Dial([]string{"127.0.0.1:7003", "127.0.0.1:7002"}, goredis.WithCluster(), goredis.WithTLS(mine),
+	nodes, closeAll, err = goredis.Dial([]string{"127.0.0.1:7003", "127.0.0.1:7002"}, goredis.WithCluster(true), goredis.WithTLSConfig(mine),
 		goredis.WithClusterOptions(func(o *redis.ClusterOptions) { o.PoolSize = 2 }))
 	require.NoError(t, err)
 	require.Len(t, nodes, 1)
@@ -197,12 +195,47 @@ func TestDialOptionsAndNames(t *testing.T) {
 	require.NoError(t, closeAll())
 }
 
+// Nil means unset: a nil DialOption is skipped, a nil function or TLS
+// configuration changes nothing; a later option overrides an earlier one.
+func TestDialNilAndOverrides(t *testing.T) {
+	t.Parallel()
+	nodes, closeAll, err := goredis.Dial([]string{"127.0.0.1:7001", "127.0.0.1:7002"},
+		goredis.WithCredentials("u", "p"), nil, goredis.WithOptions(nil), goredis.WithClusterOptions(nil), goredis.WithTLSConfig(nil),
+		goredis.WithCluster(true), goredis.WithCluster(false), goredis.WithTLSConfig(&tls.Config{ServerName: "mine"}), goredis.WithTLS(false))
+	require.NoError(t, err)
+	require.Len(t, nodes, 2, "WithCluster(false) wins")
+	o := nodes[0].(interface{ Client() goredis.Client }).Client().(*redis.Client).Options()
+	assert.Equal(t, "u", o.Username)
+	assert.Nil(t, o.TLSConfig, "WithTLS(false) wins over the configuration")
+	require.NoError(t, closeAll())
+
+	for want, opt := range map[string]goredis.DialOption{
+		"WithCredentials(...)":    goredis.WithCredentials("u", "p"),
+		"WithTLS(true)":           goredis.WithTLS(true),
+		"WithTLSConfig(nil)":      goredis.WithTLSConfig(nil),
+		"WithTLSConfig(...)":      goredis.WithTLSConfig(&tls.Config{}),
+		"WithCluster(false)":      goredis.WithCluster(false),
+		"WithOptions(nil)":        goredis.WithOptions(nil),
+		"WithOptions(...)":        goredis.WithOptions(func(*redis.Options) {}),
+		"WithClusterOptions(nil)": goredis.WithClusterOptions(nil),
+	} {
+		assert.Equal(t, want, opt.String())
+	}
+	for want, opt := range map[string]goredis.Option{
+		`WithName("a")`:             goredis.WithName("a"),
+		"WithCloseClient(true)":     goredis.WithCloseClient(true),
+		"WithUnboundedCalls(false)": goredis.WithUnboundedCalls(false),
+	} {
+		assert.Equal(t, want, opt.String())
+	}
+}
+
 // With TLS, a server that accepts connections and answers nothing costs a
 // call its context: go-redis dials in the background, and the call does
 // not wait for the handshake beyond its context.
 func TestDialTLSHandshakeWithinContext(t *testing.T) {
 	t.Parallel()
-	nodes, closeAll, err := goredis.Dial([]string{redistest.SilentAddr(t)}, goredis.WithTLS(nil))
+	nodes, closeAll, err := goredis.Dial([]string{redistest.SilentAddr(t)}, goredis.WithTLS(true))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -12,8 +12,9 @@
 //	if err != nil { closeAll(); ... }
 //	defer locker.Close()
 //
-// Its options set credentials, TLS, a Redis Cluster (WithCluster) and any
-// other go-redis setting (WithOptions), keeping those a lock node needs.
+// Its options set credentials, TLS, a Redis Cluster (WithCluster(true))
+// and any other go-redis setting (WithOptions), keeping those a lock node
+// needs.
 // For a client of your own, New makes a node around it, which leaves the
 // client to you:
 //
@@ -62,7 +63,7 @@
 // The client must have ContextTimeoutEnabled: without it go-redis ignores
 // context deadlines on the socket, and the Locker's node timeout cannot
 // bound a call to a node that does not answer. New refuses such a client
-// unless given AllowUnboundedCalls.
+// unless given WithUnboundedCalls(true).
 //
 // go-redis's defaults retry a failed command three times and a failed dial
 // five times, with backoff, all inside the Locker's node timeout: a node that

@@ -44,7 +44,7 @@ func ExampleDial() {
 // For Redlock across clusters, Dial each cluster and give all their nodes
 // to one Locker.
 func ExampleDial_cluster() {
-	nodes, closeAll, err := goredis.Dial([]string{"10.0.1.1:7000", "10.0.1.2:7000"}, goredis.WithCluster())
+	nodes, closeAll, err := goredis.Dial([]string{"10.0.1.1:7000", "10.0.1.2:7000"}, goredis.WithCluster(true))
 	if err != nil {
 		log.Fatal(err)
 	}

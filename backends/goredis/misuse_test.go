@@ -12,6 +12,7 @@ import (
 	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // The subtests of TestMisuseGoRedis are rows of the table "Bad input and
@@ -58,7 +59,7 @@ func TestMisuseGoRedis(t *testing.T) {
 
 		// Acquire makes WithTries rounds before it gives up.
 		l, err := core.New(nodes, core.WithNodeTimeout(misuse.NodeTimeout), core.WithTries(3),
-			core.WithRetryDelay(core.JitterDelay(10*time.Millisecond, 10*time.Millisecond)))
+			core.WithRetryDelay(strategies.JitterDelay(10*time.Millisecond, 10*time.Millisecond)))
 		require.NoError(t, err)
 		defer l.Close()
 		start := time.Now()

@@ -28,17 +28,19 @@ type Client interface {
 
 // Node is a quorumlock node over a go-redis client: one independent Redis
 // master, or one Redis Cluster. It closes the client only when made with
-// CloseClient.
+// WithCloseClient(true).
 type Node struct {
 	client Client
 	name   string
-	owned  bool        // CloseClient: Close closes the client
+	owned  bool        // WithCloseClient: Close closes the client
 	closed atomic.Bool // Close has closed the client
 }
 
 var _ core.Node = (*Node)(nil)
 
-// Option configures a Node.
+// Option configures a Node. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped. Its
+// String shows the option as written.
 type Option interface {
 	apply(*config)
 	String() string
@@ -58,8 +60,8 @@ type option struct {
 func (o option) apply(c *config) { o.fn(c) }
 func (o option) String() string  { return o.name }
 
-// WithName names the node in errors, logs and metrics; core refuses two
-// nodes of one name in a Locker.
+// WithName names the node in errors, logs and metrics; "" keeps the
+// default. core.New refuses two nodes of one name in a Locker.
 // Default: the client's address ("127.0.0.1:6379"), "cluster:" followed by
 // a cluster client's addresses, sorted and joined by commas, or the
 // client's type for other clients: for a server, the name backends/rueidis
@@ -68,20 +70,22 @@ func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
 }
 
-// CloseClient makes Node.Close close the client (once): for a node that is
-// the client's only user, as Dial's are.
-// Default: the client belongs to the caller, who closes it.
-func CloseClient() Option {
-	return option{func(c *config) { c.owned = true }, "CloseClient()"}
+// WithCloseClient, on, makes Node.Close close the client (once): for a
+// node that is the client's only user, as Dial's are. Off, the client
+// belongs to the caller, who closes it.
+// Default: off.
+func WithCloseClient(on bool) Option {
+	return option{func(c *config) { c.owned = on }, "WithCloseClient(" + strconv.FormatBool(on) + ")"}
 }
 
-// AllowUnboundedCalls accepts a client whose options leave
+// WithUnboundedCalls, on, accepts a client whose options leave
 // ContextTimeoutEnabled false. Such a client ignores context deadlines on the
 // socket and waits up to its ReadTimeout (3 s by default) for a node that
 // does not answer, so the Locker's node timeout no longer bounds a round.
-// Default: off; New refuses such a client.
-func AllowUnboundedCalls() Option {
-	return option{func(c *config) { c.allowNoCtxBounds = true }, "AllowUnboundedCalls()"}
+// Default: off; New refuses such a client with an error matching
+// core.ErrInvalidArgument.
+func WithUnboundedCalls(on bool) Option {
+	return option{func(c *config) { c.allowNoCtxBounds = on }, "WithUnboundedCalls(" + strconv.FormatBool(on) + ")"}
 }
 
 // ClientOptions returns go-redis options suited to a lock node at addr:
@@ -121,7 +125,8 @@ func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 
 // New returns a Node that runs the lock protocol through client. The client
 // must have ContextTimeoutEnabled set in its options (see
-// AllowUnboundedCalls), so that the node timeout bounds every call.
+// WithUnboundedCalls), so that the node timeout bounds every call. New
+// skips a nil Option.
 //
 // The client must also be one Redlock node: a key it writes stays on one
 // server (or, for a Redis Cluster, on its slot's master), and an
@@ -149,7 +154,7 @@ func New(client Client, opts ...Option) (*Node, error) {
 	}
 	if !bounded && !c.allowNoCtxBounds {
 		return nil, fmt.Errorf("%w: goredis: client %s has ContextTimeoutEnabled false, so contexts cannot bound its calls "+
-			"and one slow node would stall every round; set ContextTimeoutEnabled: true in its options, or pass goredis.AllowUnboundedCalls()",
+			"and one slow node would stall every round; set ContextTimeoutEnabled: true in its options, or pass goredis.WithUnboundedCalls(true)",
 			core.ErrInvalidArgument, name)
 	}
 	if c.name != "" {
@@ -189,8 +194,8 @@ func (n *Node) Sharded() bool {
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 
-// Close does nothing unless the node was made with CloseClient: the client
-// belongs to the caller, who closes it. With CloseClient, the first Close
+// Close does nothing unless the node was made with WithCloseClient(true):
+// the client belongs to the caller, who closes it. With it, the first Close
 // closes the client, and later ones return nil.
 func (n *Node) Close() error {
 	if c, ok := n.client.(interface{ Close() error }); ok && n.owned && n.closed.CompareAndSwap(false, true) {

@@ -26,7 +26,7 @@ func TestNewRefusesBadClients(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "ContextTimeoutEnabled")
 
-	n, err := goredis.New(unbounded, goredis.AllowUnboundedCalls())
+	n, err := goredis.New(unbounded, goredis.WithUnboundedCalls(true))
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:1", n.String())
 	assert.Same(t, unbounded, n.Client())

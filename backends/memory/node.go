@@ -80,7 +80,9 @@ type Calls struct {
 	Acquires, Identifies                   int
 }
 
-// Option configures a Node.
+// Option configures a Node. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped. Its
+// String shows the option as written.
 type Option interface {
 	apply(*Node)
 	String() string
@@ -94,21 +96,27 @@ type option struct {
 func (o option) apply(n *Node)  { o.fn(n) }
 func (o option) String() string { return o.name }
 
-// WithName names the node; core refuses two nodes of one name in a Locker.
+// WithName names the node; "" keeps the default. core.New refuses two
+// nodes of one name in a Locker.
 // Default: "memory-N", with N counting the nodes made in this process.
 func WithName(name string) Option {
-	return option{func(n *Node) { n.name = name }, "WithName(" + strconv.Quote(name) + ")"}
+	return option{func(n *Node) {
+		if name != "" {
+			n.name = name
+		}
+	}, "WithName(" + strconv.Quote(name) + ")"}
 }
 
-// WithClock sets the clock the node's key expiry follows; nil keeps the
-// default. Latency and pauses always run on real time.
+// WithClock sets the clock the node's key expiry follows (a ManualClock
+// for tests that move time by hand). Latency and pauses always run on
+// real time. A nil c changes nothing: the clock stays the default (or the
+// one an earlier option set). Every value is valid.
 // Default: driver.SystemClock().
 func WithClock(c driver.Clock) Option {
-	return option{func(n *Node) {
-		if c != nil {
-			n.clock = c
-		}
-	}, "WithClock(...)"}
+	if driver.IsNil(c) {
+		return option{func(*Node) {}, "WithClock(nil)"}
+	}
+	return option{func(n *Node) { n.clock = c }, "WithClock(...)"}
 }
 
 var counter atomic.Int64

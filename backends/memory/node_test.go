@@ -50,3 +50,22 @@ func TestDropConnections(t *testing.T) {
 	n.DropConnections() // whatever the node's state
 	assert.Equal(t, map[string][]string{"rel:a": {"", "a.1", ""}, "rel:b": {""}}, heard)
 }
+
+// Nil means unset: a nil Option is skipped, WithClock(nil) keeps the clock
+// an earlier option set, and WithName("") keeps the default name.
+func TestNilOptions(t *testing.T) {
+	clock := memory.NewManualClock(time.Now())
+	n := memory.New(memory.WithClock(clock), nil, memory.WithClock(nil), memory.WithClock((*memory.ManualClock)(nil)), memory.WithName(""))
+	assert.Regexp(t, `^memory-\d+$`, n.String())
+	ok, err := n.SetNX(t.Context(), "k", "a", time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	clock.Advance(2 * time.Second)
+	ok, err = n.SetNX(t.Context(), "k", "b", time.Second)
+	require.NoError(t, err)
+	assert.True(t, ok, "the key expired on the manual clock")
+
+	assert.Equal(t, "WithClock(nil)", memory.WithClock(nil).String())
+	assert.Equal(t, "WithClock(...)", memory.WithClock(clock).String())
+	assert.Equal(t, `WithName("a")`, memory.WithName("a").String())
+}

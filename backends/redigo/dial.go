@@ -2,8 +2,8 @@ package redigo
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -11,7 +11,10 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// DialOption configures Dial.
+// DialOption configures Dial. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil DialOption is skipped.
+// Its String shows the option as written (credentials and functions
+// elided).
 type DialOption interface {
 	applyDial(*dialConfig)
 	String() string
@@ -23,7 +26,6 @@ type dialConfig struct {
 	tlsConfig          *tls.Config
 	dialOptions        []redis.DialOption
 	pool               []func(*redis.Pool)
-	errs               []error
 }
 
 type dialOption struct {
@@ -36,27 +38,44 @@ func (o dialOption) String() string          { return o.name }
 
 // WithCredentials authenticates every connection Dial's pools make: as the
 // Redis ACL user username with password, or, with an empty username, with
-// password alone (requirepass, the "default" user).
+// password alone (requirepass, the "default" user). Two empty strings mean
+// no authentication. Every value is valid (a wrong one fails the nodes'
+// calls, not Dial).
 // Default: no authentication.
 func WithCredentials(username, password string) DialOption {
 	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
 }
 
-// WithTLS makes every connection Dial's pools make use TLS, with a clone of
-// cfg for each pool. A nil cfg means TLS 1.2 or later, with the server name
-// taken from the host of each address. The connection and its handshake
-// are made by a tls.Dialer within the caller's context (the node
-// timeout), not by redigo's DialUseTLS, whose handshake ignores it.
-// Default: plain TCP.
-func WithTLS(cfg *tls.Config) DialOption {
-	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLS(...)"}
+// WithTLS, on, makes every connection Dial's pools make use TLS, with a
+// clone of the WithTLSConfig configuration for each pool, or, without one,
+// TLS 1.2 or later with the server name taken from the host of each
+// address. The connection and its handshake are made by a tls.Dialer
+// within the caller's context (the node timeout), not by redigo's
+// DialUseTLS, whose handshake ignores it. Off, connections use plain TCP.
+// Default: off.
+func WithTLS(on bool) DialOption {
+	return dialOption{func(c *dialConfig) { c.tls = on }, "WithTLS(" + strconv.FormatBool(on) + ")"}
+}
+
+// WithTLSConfig sets the TLS configuration of every pool Dial makes (a
+// clone for each), and turns TLS on, as WithTLS(true) does. A nil cfg
+// changes nothing. Every value is valid.
+// Default: none; with WithTLS(true), TLS 1.2 or later with the server name
+// taken from the host of each address.
+func WithTLSConfig(cfg *tls.Config) DialOption {
+	if cfg == nil {
+		return dialOption{func(*dialConfig) {}, "WithTLSConfig(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLSConfig(...)"}
 }
 
 // WithDialOptions adds options to redis.DialContext for every connection
 // (a database, timeouts, a client name), after those of WithCredentials
 // and WithTLS, so that they win over them. A dial option that dials
 // another server than the address (redis.DialContextFunc, redis.DialNetDial)
-// makes the node something else than the server it is named after.
+// makes the node something else than the server it is named after. Each
+// WithDialOptions adds its options; none adds nothing. Every value is
+// valid for Dial (a bad one fails the nodes' calls).
 // Default: none.
 func WithDialOptions(opts ...redis.DialOption) DialOption {
 	return dialOption{func(c *dialConfig) { c.dialOptions = append(c.dialOptions, opts...) }, "WithDialOptions(...)"}
@@ -64,16 +83,16 @@ func WithDialOptions(opts ...redis.DialOption) DialOption {
 
 // WithPool calls fn on each server's pool, once per address, after NewPool
 // has made it and before its first use: for MaxActive, Wait, TestOnBorrow.
-// fn must leave DialContext set (Dial refuses the pool otherwise), and
-// dialling the address it was made for.
+// fn must keep the pool dialling the address it was made for. Each
+// WithPool adds its fn, called in order. A nil fn changes nothing.
 // Default: NewPool's settings.
+// Dial returns an error matching core.ErrInvalidArgument when fn leaves
+// DialContext nil.
 func WithPool(fn func(*redis.Pool)) DialOption {
-	return dialOption{func(c *dialConfig) {
-		if fn == nil {
-			c.errs = append(c.errs, errors.New("WithPool(nil): the function is nil"))
-		}
-		c.pool = append(c.pool, fn)
-	}, "WithPool(...)"}
+	if fn == nil {
+		return dialOption{func(*dialConfig) {}, "WithPool(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.pool = append(c.pool, fn) }, "WithPool(...)"}
 }
 
 // Dial returns one node per address, each an independent Redis master (one
@@ -82,16 +101,17 @@ func WithPool(fn func(*redis.Pool)) DialOption {
 // redigo has no Redis Cluster client.
 //
 // Each node owns its pool: closing the node, as core.Locker.Close does,
-// closes it (each is a *Node made with CloseClient). closeAll closes every
+// closes it (each is a *Node made with WithCloseClient(true)). closeAll
+// closes every
 // node Dial returned; it is idempotent, so it is safe after Locker.Close,
 // and it is for when core.New fails or is never called. A pool connects on first use: Dial neither connects nor
 // sends anything, so a server that is down or hung does not hold it up,
 // and its node works once the server is back. Defaults: no
 // authentication, plain TCP, NewPool's settings.
 //
-// No addresses, an empty one, one without a port, one given twice, a nil
-// option or a pool left without DialContext get an error matching
-// core.ErrInvalidArgument; on error Dial returns no nodes and has closed
+// No addresses, an empty one, one without a port, one given twice, or a
+// pool left without DialContext get an error matching
+// core.ErrInvalidArgument (a nil DialOption is skipped); on error Dial returns no nodes and has closed
 // what it made.
 func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
 	addrs, c, err := prepareDial(addrs, opts)
@@ -113,7 +133,7 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		pools = append(pools, p)
 	}
 	for i, p := range pools {
-		node, err := New(p, WithName(addrs[i]), CloseClient())
+		node, err := New(p, WithName(addrs[i]), WithCloseClient(true))
 		if err != nil {
 			return fail(err)
 		}
@@ -130,21 +150,21 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 		return nil, nil, err
 	}
 	var c dialConfig
-	for i, o := range opts {
-		if o == nil {
-			return nil, nil, fmt.Errorf("%w: redigo: Dial: option %d is nil", core.ErrInvalidArgument, i)
+	for _, o := range opts {
+		if o != nil {
+			o.applyDial(&c)
 		}
-		o.applyDial(&c)
-	}
-	if err := errors.Join(c.errs...); err != nil {
-		return nil, nil, fmt.Errorf("%w: redigo: Dial: %w", core.ErrInvalidArgument, err)
 	}
 	return addrs, &c, nil
 }
 
-// tlsFor returns the TLS configuration of a client of addr, or nil.
+// tlsFor returns the TLS configuration of a client of addr, or nil when
+// TLS is off.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	return driver.TLSFor(c.tlsConfig, c.tls, addr)
+	if !c.tls {
+		return nil
+	}
+	return driver.TLSFor(c.tlsConfig, true, addr)
 }
 
 // poolFor returns the pool of the server at addr.

@@ -141,8 +141,6 @@ func TestDialRefusesBadInput(t *testing.T) {
 		{"not host port", []string{"::1"}, nil, `address "::1" is not host:port (too many colons in address)`},
 		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7001\t"}, nil,
 			`address "127.0.0.1:7001" is given twice (addresses 0 and 2)`},
-		{"nil option", addrs, []redigo.DialOption{nil}, "option 0 is nil"},
-		{"nil function", addrs, []redigo.DialOption{redigo.WithPool(nil)}, "WithPool(nil)"},
 		{"unbounded", addrs, []redigo.DialOption{redigo.WithPool(func(p *redis.Pool) {
 			p.DialContext, p.Dial = nil, func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:7001") }
 		})}, "WithPool left Pool.DialContext nil for 127.0.0.1:7001"},
@@ -155,6 +153,38 @@ func TestDialRefusesBadInput(t *testing.T) {
 			assert.Nil(t, nodes)
 			assert.Nil(t, closeAll)
 		})
+	}
+}
+
+// Nil means unset: a nil DialOption is skipped, a nil function or TLS
+// configuration changes nothing; a later option overrides an earlier one.
+// Dial connects on first use, so no server is needed.
+func TestDialNilAndOverrides(t *testing.T) {
+	t.Parallel()
+	nodes, closeAll, err := redigo.Dial([]string{"127.0.0.1:7001", "127.0.0.1:7002"},
+		nil, redigo.WithPool(nil), redigo.WithTLSConfig(nil), redigo.WithDialOptions(),
+		redigo.WithTLSConfig(&tls.Config{ServerName: "mine"}), redigo.WithTLS(false))
+	require.NoError(t, err)
+	require.Len(t, nodes, 2)
+	require.NoError(t, closeAll())
+
+	for want, opt := range map[string]redigo.DialOption{
+		"WithCredentials(...)": redigo.WithCredentials("u", "p"),
+		"WithTLS(true)":        redigo.WithTLS(true),
+		"WithTLSConfig(nil)":   redigo.WithTLSConfig(nil),
+		"WithTLSConfig(...)":   redigo.WithTLSConfig(&tls.Config{}),
+		"WithPool(nil)":        redigo.WithPool(nil),
+		"WithPool(...)":        redigo.WithPool(func(*redis.Pool) {}),
+		"WithDialOptions(...)": redigo.WithDialOptions(redis.DialDatabase(3)),
+	} {
+		assert.Equal(t, want, opt.String())
+	}
+	for want, opt := range map[string]redigo.Option{
+		`WithName("a")`:            redigo.WithName("a"),
+		"WithCloseClient(true)":    redigo.WithCloseClient(true),
+		"WithUnboundedDial(false)": redigo.WithUnboundedDial(false),
+	} {
+		assert.Equal(t, want, opt.String())
 	}
 }
 
@@ -194,7 +224,7 @@ func TestDialOptionsAndNames(t *testing.T) {
 	assert.ErrorContains(t, err, "closed pool")
 
 	// TLS to a server that speaks none fails the handshake.
-	nodes, closeAllTLS, err := redigo.Dial([]string{srv.Addr()}, redigo.WithTLS(&tls.Config{InsecureSkipVerify: true}))
+	nodes, closeAllTLS, err := redigo.Dial([]string{srv.Addr()}, redigo.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -207,7 +237,7 @@ func TestDialOptionsAndNames(t *testing.T) {
 // call its context: the handshake runs within it.
 func TestDialTLSHandshakeWithinContext(t *testing.T) {
 	t.Parallel()
-	nodes, closeAll, err := redigo.Dial([]string{redistest.SilentAddr(t)}, redigo.WithTLS(nil))
+	nodes, closeAll, err := redigo.Dial([]string{redistest.SilentAddr(t)}, redigo.WithTLS(true))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -48,7 +48,7 @@
 // GetContext, so the Locker's node timeout bounds waiting for a pooled
 // connection, the command and its reply. Dialling is bounded only when the
 // pool has DialContext: New refuses a *redis.Pool that dials with plain Dial
-// (it would ignore the context) unless given AllowUnboundedDial. NewPool
+// (it would ignore the context) unless given WithUnboundedDial(true). NewPool
 // builds a pool with DialContext. A connection must implement
 // redis.ConnWithContext; those of *redis.Pool do.
 //

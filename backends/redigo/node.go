@@ -30,17 +30,19 @@ type Pool interface {
 // Node is a quorumlock node over a redigo pool: one independent Redis
 // master. It borrows a connection for each operation and returns it at
 // once; a connection that failed is discarded by the pool, never reused.
-// It closes the pool only when made with CloseClient.
+// It closes the pool only when made with WithCloseClient(true).
 type Node struct {
 	pool   Pool
 	name   string
-	owned  bool        // CloseClient: Close closes the pool
+	owned  bool        // WithCloseClient: Close closes the pool
 	closed atomic.Bool // Close has closed the pool
 }
 
 var _ core.Node = (*Node)(nil)
 
-// Option configures a Node.
+// Option configures a Node. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped. Its
+// String shows the option as written.
 type Option interface {
 	apply(*config)
 	String() string
@@ -61,28 +63,32 @@ func (o option) apply(c *config) { o.fn(c) }
 func (o option) String() string  { return o.name }
 
 // WithName names the node in errors, logs and metrics, and orders it
-// among the Locker's nodes (every process must name a server alike); core
-// refuses two nodes of one name in a Locker.
+// among the Locker's nodes (every process must name a server alike); ""
+// keeps the default. core.New refuses two nodes of one name in a Locker.
 // Default: the address given to NewPool; New refuses an unnamed pool that
-// NewPool did not make, since it cannot tell which server the pool dials.
+// NewPool did not make, with an error matching core.ErrInvalidArgument,
+// since it cannot tell which server the pool dials.
 func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
 }
 
-// CloseClient makes Node.Close close the pool (once): for a node that is
-// the pool's only user, as Dial's are.
-// Default: the pool belongs to the caller, who closes it.
-func CloseClient() Option {
-	return option{func(c *config) { c.owned = true }, "CloseClient()"}
+// WithCloseClient, on, makes Node.Close close the pool (once): for a node
+// that is the pool's only user, as Dial's are. Off, the pool belongs to the
+// caller, who closes it.
+// Default: off.
+func WithCloseClient(on bool) Option {
+	return option{func(c *config) { c.owned = on }, "WithCloseClient(" + strconv.FormatBool(on) + ")"}
 }
 
-// AllowUnboundedDial accepts a *redis.Pool that has Dial but no
+// WithUnboundedDial, on, accepts a *redis.Pool that has Dial but no
 // DialContext. Such a pool dials without the caller's context, so a server
 // that accepts no connection stalls a round for the dial's own timeout (by
 // default the operating system's, often minutes) instead of the Locker's
-// node timeout. Default: off; New refuses such a pool.
-func AllowUnboundedDial() Option {
-	return option{func(c *config) { c.allowUnbounded = true }, "AllowUnboundedDial()"}
+// node timeout.
+// Default: off; New refuses such a pool with an error matching
+// core.ErrInvalidArgument.
+func WithUnboundedDial(on bool) Option {
+	return option{func(c *config) { c.allowUnbounded = on }, "WithUnboundedDial(" + strconv.FormatBool(on) + ")"}
 }
 
 // NewPool returns a pool suited to a lock node at addr: it dials with the
@@ -106,7 +112,8 @@ func NewPool(addr string, opts ...redis.DialOption) *redis.Pool {
 
 // New returns a Node that runs the lock protocol through pool, named as
 // WithName says. A *redis.Pool must have DialContext set (see NewPool and
-// AllowUnboundedDial). Errors match core.ErrInvalidArgument.
+// WithUnboundedDial). Errors match core.ErrInvalidArgument. New skips a
+// nil Option.
 func New(pool Pool, opts ...Option) (*Node, error) {
 	if driver.IsNil(pool) {
 		return nil, fmt.Errorf("%w: redigo: pool is nil", core.ErrInvalidArgument)
@@ -129,7 +136,7 @@ func New(pool Pool, opts ...Option) (*Node, error) {
 			return nil, fmt.Errorf("%w: redigo: pool %s has neither Dial nor DialContext", core.ErrInvalidArgument, label)
 		case p.DialContext == nil && !c.allowUnbounded:
 			return nil, fmt.Errorf("%w: redigo: pool %s dials with Dial, which ignores contexts, so a server that accepts no connection "+
-				"would stall every round; set DialContext (redigo.NewPool does), or pass redigo.AllowUnboundedDial()",
+				"would stall every round; set DialContext (redigo.NewPool does), or pass redigo.WithUnboundedDial(true)",
 				core.ErrInvalidArgument, label)
 		}
 	}
@@ -146,8 +153,8 @@ func (n *Node) Pool() Pool { return n.pool }
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 
-// Close does nothing unless the node was made with CloseClient: the pool
-// belongs to the caller, who closes it. With CloseClient, the first Close
+// Close does nothing unless the node was made with WithCloseClient(true):
+// the pool belongs to the caller, who closes it. With it, the first Close
 // closes the pool, and later ones return nil.
 func (n *Node) Close() error {
 	if c, ok := n.pool.(interface{ Close() error }); ok && n.owned && n.closed.CompareAndSwap(false, true) {

@@ -32,10 +32,10 @@ func TestNewRefusesBadPools(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.Contains(t, err.Error(), "DialContext")
 
-	_, err = redigo.New(plain, redigo.AllowUnboundedDial())
+	_, err = redigo.New(plain, redigo.WithUnboundedDial(true))
 	require.ErrorIs(t, err, core.ErrInvalidArgument, "unnamed, and NewPool did not make it")
 	assert.Contains(t, err.Error(), `WithName("host:port")`)
-	n, err := redigo.New(plain, redigo.AllowUnboundedDial(), redigo.WithName("127.0.0.1:1"))
+	n, err := redigo.New(plain, redigo.WithUnboundedDial(true), redigo.WithName("127.0.0.1:1"))
 	require.NoError(t, err)
 	assert.Same(t, plain, n.Pool())
 }

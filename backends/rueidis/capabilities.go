@@ -37,7 +37,7 @@ type receiver interface {
 // is its own; the others still run. On a cluster, a call whose keys are
 // in different slots gets an error wrapping core.ErrInvalidArgument and is
 // not sent. A context that has already ended, or a node closed with
-// CloseClient, sends nothing. A client without DoMulti gets the calls one
+// WithCloseClient(true), sends nothing. A client without DoMulti gets the calls one
 // by one, in order, with Do.
 func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 	if len(calls) == 0 {
@@ -104,8 +104,8 @@ const unsubscribeTimeout = 250 * time.Millisecond
 // receiving every later release of the key.
 //
 // A client without Receive makes Watch return an error matching
-// errors.ErrUnsupported, and a node closed with CloseClient refuses with
-// rueidis.ErrClosing.
+// errors.ErrUnsupported, and a node closed with WithCloseClient(true)
+// refuses with rueidis.ErrClosing.
 func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
 	if err := n.check(ctx, nil); err != nil {
 		return nil, err

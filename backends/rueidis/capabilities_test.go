@@ -61,10 +61,10 @@ func TestCapabilitiesWithoutClientMethods(t *testing.T) {
 	assert.Nil(t, stop)
 }
 
-func TestCapabilitiesAfterCloseClient(t *testing.T) {
+func TestCapabilitiesAfterClosingOwnedClient(t *testing.T) {
 	t.Parallel()
 	_, client := startServer(t)
-	n, err := qlrueidis.New(client, qlrueidis.CloseClient())
+	n, err := qlrueidis.New(client, qlrueidis.WithCloseClient(true))
 	require.NoError(t, err)
 
 	// A watch in place when the node closes ends quietly; stop still

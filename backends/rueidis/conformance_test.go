@@ -24,16 +24,16 @@ func single(addr string) (core.Node, func() error, error) {
 
 // cluster builds a rueidis node for a Redis Cluster, as a user would:
 // the same options, with the addresses of any of its masters; rueidis
-// finds out the topology itself. The node owns the client (CloseClient):
+// finds out the topology itself. The node owns the client (WithCloseClient):
 // a closed rueidis cluster client reconnects within a second or so (see
-// CloseClient), which the suite's closed-client check would take for a
+// WithCloseClient), which the suite's closed-client check would take for a
 // node that ignores Close.
 func cluster(addrs []string) (core.Node, func() error, error) {
 	client, err := rueidis.NewClient(qlrueidis.ClientOption(addrs...))
 	if err != nil {
 		return nil, nil, err
 	}
-	node, err := qlrueidis.New(client, qlrueidis.CloseClient())
+	node, err := qlrueidis.New(client, qlrueidis.WithCloseClient(true))
 	if err != nil {
 		client.Close()
 		return nil, nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,10 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// DialOption configures Dial.
+// DialOption configures Dial. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil DialOption is skipped.
+// Its String shows the option as written (credentials and functions
+// elided).
 type DialOption interface {
 	applyDial(*dialConfig)
 	String() string
@@ -44,52 +48,72 @@ func (o dialOption) String() string          { return o.name }
 
 // WithCredentials authenticates every client Dial makes: as the Redis ACL
 // user username with password, or, with an empty username, with password
-// alone (requirepass, the "default" user).
+// alone (requirepass, the "default" user). Two empty strings mean no
+// authentication. Every value is valid for the options (rueidis.NewClient
+// fails a wrong one, as Dial describes).
 // Default: no authentication.
 func WithCredentials(username, password string) DialOption {
 	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
 }
 
-// WithTLS makes every client Dial makes connect with TLS, using a clone of
-// cfg for each client. A nil cfg means TLS 1.2 or later, with the server
-// name taken from the host of each address (of the first seed for a
-// cluster).
-// Default: plain TCP.
-func WithTLS(cfg *tls.Config) DialOption {
-	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLS(...)"}
+// WithTLS, on, makes every client Dial makes connect with TLS, using a
+// clone of the WithTLSConfig configuration for each client, or, without
+// one, TLS 1.2 or later with the server name taken from the host of each
+// address (of the first seed for a cluster). Off, clients use plain TCP.
+// Default: off.
+func WithTLS(on bool) DialOption {
+	return dialOption{func(c *dialConfig) { c.tls = on }, "WithTLS(" + strconv.FormatBool(on) + ")"}
 }
 
-// WithCluster makes the addresses the seeds of ONE Redis Cluster (any of
-// its masters), which Dial makes one node of, over a cluster client: a
-// cluster's masters are not independent voters.
-// Default: every address is an independent master and a node of its own.
-func WithCluster() DialOption {
-	return dialOption{func(c *dialConfig) { c.cluster = true }, "WithCluster()"}
+// WithTLSConfig sets the TLS configuration of every client Dial makes (a
+// clone for each), and turns TLS on, as WithTLS(true) does. A nil cfg
+// changes nothing. Every value is valid.
+// Default: none; with WithTLS(true), TLS 1.2 or later with the server name
+// taken from the host of each address.
+func WithTLSConfig(cfg *tls.Config) DialOption {
+	if cfg == nil {
+		return dialOption{func(*dialConfig) {}, "WithTLSConfig(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLSConfig(...)"}
+}
+
+// WithCluster, on, makes the addresses the seeds of ONE Redis Cluster (any
+// of its masters), which Dial makes one node of, over a cluster client: a
+// cluster's masters are not independent voters. Off, every address is an
+// independent master and a node of its own.
+// Default: off.
+// With it, Dial returns an error matching core.ErrInvalidArgument when the
+// servers are not a cluster.
+func WithCluster(on bool) DialOption {
+	return dialOption{func(c *dialConfig) { c.cluster = on }, "WithCluster(" + strconv.FormatBool(on) + ")"}
 }
 
 // WithClientOption calls fn on the options of each client, once per
 // address (once for a cluster), after Dial has set them from ClientOption,
 // WithCredentials and WithTLS, and before rueidis.NewClient: for timeouts
 // (Dialer.Timeout, the dial timeout, stays rueidis's to set), a client
-// name, a database, a DialCtxFn. fn must leave InitAddress,
-// ForceSingleClient, AlwaysPipelining, DisableAutoPipelining and
-// PipelineMultiplex as Dial set them, and set no Sentinel, replica or
-// redirect options (Dial refuses the options otherwise).
+// name, a database, a DialCtxFn. Each WithClientOption adds its fn,
+// called in order. A nil fn changes nothing.
 // Default: ClientOption's settings.
+// Dial returns an error matching core.ErrInvalidArgument when fn changes
+// InitAddress, ForceSingleClient, AlwaysPipelining, DisableAutoPipelining
+// or PipelineMultiplex from what Dial set, or sets Sentinel, replica or
+// redirect options.
 func WithClientOption(fn func(*rueidis.ClientOption)) DialOption {
-	return dialOption{func(c *dialConfig) {
-		if fn == nil {
-			c.errs = append(c.errs, errors.New("WithClientOption(nil): the function is nil"))
-		}
-		c.clientOptions = append(c.clientOptions, fn)
-	}, "WithClientOption(...)"}
+	if fn == nil {
+		return dialOption{func(*dialConfig) {}, "WithClientOption(nil)"}
+	}
+	return dialOption{func(c *dialConfig) { c.clientOptions = append(c.clientOptions, fn) }, "WithClientOption(...)"}
 }
 
 // WithConnectWait bounds how long Dial waits for its clients to connect:
 // rueidis.NewClient connects before it returns, for up to its dial timeout
 // when a server is hung. Dial makes the clients in parallel; a client not
-// made when d has passed gets a node that waits for it (see Dial).
+// made when d has passed gets a node that waits for it (see Dial); with 0,
+// Dial does not wait.
 // Default: core.DefaultNodeTimeout (50 ms).
+// A negative d makes Dial return an error matching
+// core.ErrInvalidArgument.
 func WithConnectWait(d time.Duration) DialOption {
 	return dialOption{func(c *dialConfig) {
 		if d < 0 {
@@ -101,8 +125,8 @@ func WithConnectWait(d time.Duration) DialOption {
 
 // Dial returns one node per address, each an independent Redis master (one
 // Redlock node), over a rueidis client of its own made from ClientOption
-// with ForceSingleClient; with WithCluster, one node over a cluster client
-// of the cluster the addresses are seeds of. Addresses are "host:port";
+// with ForceSingleClient; with WithCluster(true), one node over a cluster
+// client of the cluster the addresses are seeds of. Addresses are "host:port";
 // each node is named by its address as given (trimmed), a cluster
 // "cluster:" and its sorted seeds. Defaults: no authentication, plain TCP,
 // ClientOption's settings, a connect wait of core.DefaultNodeTimeout.
@@ -125,11 +149,12 @@ func WithConnectWait(d time.Duration) DialOption {
 // node Dial returned; it is idempotent, so it is safe after Locker.Close,
 // and it is for when core.New fails or is never called.
 //
-// No addresses, an empty one, one without a port, one given twice, a nil
-// option or options that break what a lock node needs get an error
-// matching core.ErrInvalidArgument; so does WithCluster over servers that
-// are not a cluster, and a cluster none of whose seeds answers within the
-// wait makes Dial fail with rueidis's error. On error Dial returns no nodes
+// No addresses, an empty one, one without a port, one given twice, or
+// options that break what a lock node needs get an error matching
+// core.ErrInvalidArgument (a nil DialOption is skipped); so does
+// WithCluster(true) over servers that are not a cluster, and a cluster
+// none of whose seeds answers within the wait makes Dial fail with
+// rueidis's error. On error Dial returns no nodes
 // and has closed what it made.
 func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
 	addrs, c, err := prepareDial(addrs, opts)
@@ -179,11 +204,10 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 		return nil, nil, err
 	}
 	c := dialConfig{wait: core.DefaultNodeTimeout}
-	for i, o := range opts {
-		if o == nil {
-			return nil, nil, fmt.Errorf("%w: rueidis: Dial: option %d is nil", core.ErrInvalidArgument, i)
+	for _, o := range opts {
+		if o != nil {
+			o.applyDial(&c)
 		}
-		o.applyDial(&c)
 	}
 	if err := errors.Join(c.errs...); err != nil {
 		return nil, nil, fmt.Errorf("%w: rueidis: Dial: %w", core.ErrInvalidArgument, err)
@@ -200,9 +224,13 @@ func nodeName(addrs []string, cluster bool) string {
 	return "cluster:" + strings.Join(slices.Sorted(slices.Values(addrs)), ",")
 }
 
-// tlsFor returns the TLS configuration of a client of addr, or nil.
+// tlsFor returns the TLS configuration of a client of addr, or nil when
+// TLS is off.
 func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	return driver.TLSFor(c.tlsConfig, c.tls, addr)
+	if !c.tls {
+		return nil
+	}
+	return driver.TLSFor(c.tlsConfig, true, addr)
 }
 
 // clientOptionFor returns the options of the client over addrs (one
@@ -222,7 +250,7 @@ func (c *dialConfig) clientOptionFor(addrs []string) (rueidis.ClientOption, erro
 
 // dialAdvice is what to give Dial instead of options that make a client
 // that is not one Redlock node.
-const dialAdvice = "give Dial the address of each independent master (not its replicas), or the seeds of one Redis Cluster with WithCluster"
+const dialAdvice = "give Dial the address of each independent master (not its replicas), or the seeds of one Redis Cluster with WithCluster(true)"
 
 // optionFault says what in o, as the user's WithClientOption left it,
 // a node made by Dial cannot have, or "".
@@ -232,10 +260,10 @@ func optionFault(o *rueidis.ClientOption, addrs []string, cluster bool) string {
 		return fmt.Sprintf("changed ClientOption.InitAddress from %q to %q: the node would be named for servers it does not reach; give Dial the addresses",
 			addrs, o.InitAddress)
 	case cluster && o.ForceSingleClient:
-		return "set ClientOption.ForceSingleClient, which makes a client of the first seed alone; leave it off with WithCluster"
+		return "set ClientOption.ForceSingleClient, which makes a client of the first seed alone; leave it off with WithCluster(true)"
 	case !cluster && !o.ForceSingleClient:
 		return fmt.Sprintf("turned ClientOption.ForceSingleClient off for %s: without it a server that is down fails Dial, "+
-			"and one that answers CLUSTER SLOTS becomes a cluster client; use WithCluster for a cluster", addrs[0])
+			"and one that answers CLUSTER SLOTS becomes a cluster client; use WithCluster(true) for a cluster", addrs[0])
 	case !o.AlwaysPipelining || o.DisableAutoPipelining:
 		return "turned ClientOption.AlwaysPipelining off (or DisableAutoPipelining on): a lone call would then ignore its context's cancellation, " +
 			"and the node timeout could not bound it"
@@ -282,11 +310,11 @@ func (b *build) run(o rueidis.ClientOption) {
 	// client dials again when used.
 	if b.cluster && client.Mode() != rueidis.ClientModeCluster {
 		client.Close()
-		b.err = fmt.Errorf("%w: rueidis: Dial: WithCluster, but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster",
+		b.err = fmt.Errorf("%w: rueidis: Dial: WithCluster(true), but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster(true)",
 			core.ErrInvalidArgument, b.name, client.Mode())
 		return
 	}
-	node, err := New(client, WithName(b.name), CloseClient())
+	node, err := New(client, WithName(b.name), WithCloseClient(true))
 	if err != nil {
 		client.Close()
 		b.err = err

@@ -204,13 +204,11 @@ func TestDialRefusesBadInput(t *testing.T) {
 		{"empty address", []string{" "}, nil, `address 0 is empty (" ")`},
 		{"no port", []string{"127.0.0.1:7001", "10.0.0.3"}, nil, `address "10.0.0.3" has no port`},
 		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
-		{"nil option", addrs, []qlrueidis.DialOption{nil}, "option 0 is nil"},
-		{"nil function", addrs, option(nil), "WithClientOption(nil)"},
 		{"negative wait", addrs, []qlrueidis.DialOption{qlrueidis.WithConnectWait(-time.Second)}, "WithConnectWait(-1s): the wait is negative"},
 		{"other address", addrs, option(func(o *rueidis.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }),
 			`changed ClientOption.InitAddress from ["127.0.0.1:7001"] to ["10.0.0.9:6379"]`},
 		{"not single", addrs, option(func(o *rueidis.ClientOption) { o.ForceSingleClient = false }), "turned ClientOption.ForceSingleClient off for 127.0.0.1:7001"},
-		{"single cluster", addrs, append(option(func(o *rueidis.ClientOption) { o.ForceSingleClient = true }), qlrueidis.WithCluster()),
+		{"single cluster", addrs, append(option(func(o *rueidis.ClientOption) { o.ForceSingleClient = true }), qlrueidis.WithCluster(true)),
 			"set ClientOption.ForceSingleClient"},
 		{"no pipelining", addrs, option(func(o *rueidis.ClientOption) { o.AlwaysPipelining = false }), "turned ClientOption.AlwaysPipelining off"},
 		{"multiplex", addrs, option(func(o *rueidis.ClientOption) { o.PipelineMultiplex = 2 }), "set ClientOption.PipelineMultiplex to 2"},
@@ -258,7 +256,7 @@ func TestDialOptionsAndNames(t *testing.T) {
 
 	// TLS to a server that speaks none fails the handshake: the client
 	// comes back at once with ForceSingleClient, and its calls fail.
-	nodes, closeAllTLS, err := qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithTLS(&tls.Config{InsecureSkipVerify: true}))
+	nodes, closeAllTLS, err := qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -267,7 +265,42 @@ func TestDialOptionsAndNames(t *testing.T) {
 	require.Error(t, err)
 }
 
-// With WithCluster, the addresses are the seeds of one cluster, one node;
+// Nil means unset: a nil DialOption is skipped, a nil function or TLS
+// configuration changes nothing; a later option overrides an earlier one.
+func TestDialNilAndOverrides(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr()},
+		nil, qlrueidis.WithClientOption(nil), qlrueidis.WithTLSConfig(nil), qlrueidis.WithCluster(true), qlrueidis.WithCluster(false),
+		qlrueidis.WithTLSConfig(&tls.Config{ServerName: "mine"}), qlrueidis.WithTLS(false), qlrueidis.WithConnectWait(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, closeAll()) })
+	require.Len(t, nodes, 1)
+	assert.False(t, nodes[0].(driver.Sharded).Sharded(), "WithCluster(false) wins")
+	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.NoError(t, err, "WithTLS(false) wins: plain TCP")
+
+	for want, opt := range map[string]qlrueidis.DialOption{
+		"WithCredentials(...)":  qlrueidis.WithCredentials("u", "p"),
+		"WithTLS(true)":         qlrueidis.WithTLS(true),
+		"WithTLSConfig(nil)":    qlrueidis.WithTLSConfig(nil),
+		"WithTLSConfig(...)":    qlrueidis.WithTLSConfig(&tls.Config{}),
+		"WithCluster(true)":     qlrueidis.WithCluster(true),
+		"WithClientOption(nil)": qlrueidis.WithClientOption(nil),
+		"WithClientOption(...)": qlrueidis.WithClientOption(func(*rueidis.ClientOption) {}),
+		"WithConnectWait(50ms)": qlrueidis.WithConnectWait(50 * time.Millisecond),
+	} {
+		assert.Equal(t, want, opt.String())
+	}
+	for want, opt := range map[string]qlrueidis.Option{
+		`WithName("a")`:          qlrueidis.WithName("a"),
+		"WithCloseClient(false)": qlrueidis.WithCloseClient(false),
+	} {
+		assert.Equal(t, want, opt.String())
+	}
+}
+
+// With WithCluster(true), the addresses are the seeds of one cluster, one node;
 // over a server that is not a cluster member, Dial refuses.
 func TestDialCluster(t *testing.T) {
 	t.Parallel()
@@ -279,7 +312,7 @@ func TestDialCluster(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, cluster.Close()) })
 
 	seeds := []string{cluster.Addrs()[2], cluster.Addrs()[0]}
-	nodes, closeAll, err := qlrueidis.Dial(seeds, qlrueidis.WithCluster(), qlrueidis.WithConnectWait(5*time.Second))
+	nodes, closeAll, err := qlrueidis.Dial(seeds, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	require.Len(t, nodes, 1)
@@ -295,7 +328,7 @@ func TestDialCluster(t *testing.T) {
 		require.NoError(t, lock.Release(dialCtx(t)))
 	}
 
-	_, _, err = qlrueidis.Dial([]string{dialServer(t).Addr()}, qlrueidis.WithCluster(), qlrueidis.WithConnectWait(5*time.Second))
+	_, _, err = qlrueidis.Dial([]string{dialServer(t).Addr()}, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "is not a Redis Cluster")
 }

@@ -23,10 +23,10 @@
 // rueidis connects when a client is made; Dial makes the clients in
 // parallel and does not wait for a server that is hung (see Dial), so a
 // minority of servers down or hung does not hold a program's start. Its
-// options set credentials, TLS, a Redis Cluster (WithCluster) and any
-// other rueidis setting (WithClientOption), keeping those a lock node
+// options set credentials, TLS, a Redis Cluster (WithCluster(true)) and
+// any other rueidis setting (WithClientOption), keeping those a lock node
 // needs. For a client of your own, New makes a node around it, which
-// leaves the client to you unless given CloseClient:
+// leaves the client to you unless given WithCloseClient(true):
 //
 //	client, err := rueidis.NewClient(qlrueidis.ClientOption("10.0.0.1:6379"))
 //	node, err := qlrueidis.New(client)
@@ -110,11 +110,12 @@
 // master which has not seen the script costs one NOSCRIPT round trip there.
 //
 // The node never closes the client: it belongs to the caller, unless the
-// node was made with CloseClient, as Dial makes its nodes. A rueidis
-// cluster client (v1.0.79) does not stay closed: closing its connections
-// starts a topology refresh that connects again about a second later,
-// with goroutines that outlive Close by up to six seconds. A node made
-// with CloseClient refuses calls once closed, whatever the client does.
+// node was made with WithCloseClient(true), as Dial makes its nodes. A
+// rueidis cluster client (v1.0.79) does not stay closed: closing its
+// connections starts a topology refresh that connects again about a second
+// later, with goroutines that outlive Close by up to six seconds. A node
+// made with WithCloseClient(true) refuses calls once closed, whatever the
+// client does.
 //
 // # Compliance
 //

@@ -46,7 +46,7 @@ func ExampleDial() {
 // A cluster client needs a seed that answers, so give it time to connect.
 func ExampleDial_cluster() {
 	nodes, closeAll, err := qlrueidis.Dial([]string{"10.0.1.1:7000", "10.0.1.2:7000"},
-		qlrueidis.WithCluster(), qlrueidis.WithConnectWait(2*time.Second))
+		qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(2*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}

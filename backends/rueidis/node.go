@@ -42,7 +42,9 @@ type Node struct {
 
 var _ core.Node = (*Node)(nil)
 
-// Option configures a Node.
+// Option configures a Node. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped. Its
+// String shows the option as written.
 type Option interface {
 	apply(*config)
 	String() string
@@ -61,24 +63,26 @@ type option struct {
 func (o option) apply(c *config) { o.fn(c) }
 func (o option) String() string  { return o.name }
 
-// WithName names the node in errors, logs and metrics; core refuses two
-// nodes of one name in a Locker. Give it when the client was not built
-// from ClientOption (see New for the default).
+// WithName names the node in errors, logs and metrics; "" keeps the
+// default. core.New refuses two nodes of one name in a Locker. Give it
+// when the client was not built from ClientOption.
+// Default: the addresses of the servers the client knows (see New).
 func WithName(name string) Option {
 	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
 }
 
-// CloseClient makes Node.Close close the client, and every call after it
-// fail with rueidis.ErrClosing, without reaching the client. Use it when
-// the node is the client's only user.
+// WithCloseClient, on, makes Node.Close close the client, and every call
+// after it fail with rueidis.ErrClosing, without reaching the client. Use
+// it when the node is the client's only user. Off, the client is the
+// caller's to close.
 //
 // It also shields the node from a flaw of rueidis v1.0.79's cluster
 // client: closing its connections triggers a topology refresh that
 // connects again, about a second later, so calls through a closed cluster
 // client can succeed.
-// Default: off; the client is the caller's to close.
-func CloseClient() Option {
-	return option{func(c *config) { c.owned = true }, "CloseClient()"}
+// Default: off.
+func WithCloseClient(on bool) Option {
+	return option{func(c *config) { c.owned = on }, "WithCloseClient(" + strconv.FormatBool(on) + ")"}
 }
 
 // ClientOption returns rueidis options suited to a lock node whose servers
@@ -189,8 +193,8 @@ func (n *Node) Sharded() bool { return n.cluster }
 // String returns the node's name.
 func (n *Node) String() string { return n.name }
 
-// Close does nothing unless the node was made with CloseClient: the
-// client belongs to the caller, who closes it. With CloseClient, Close
+// Close does nothing unless the node was made with WithCloseClient(true):
+// the client belongs to the caller, who closes it. With it, Close
 // closes the client (once) and the node refuses every later call.
 func (n *Node) Close() error {
 	if n.owned && n.closed.CompareAndSwap(false, true) {
@@ -238,7 +242,8 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 }
 
 // check refuses a call on a context that has ended (nothing is sent), a
-// call on a node closed with CloseClient, and, on a cluster, keys of
+// call on a node closed with WithCloseClient(true), and, on a cluster,
+// keys of
 // different slots: rueidis's command builder panics on those, and no
 // cluster master could run the script anyway.
 func (n *Node) check(ctx context.Context, keys []string) error {

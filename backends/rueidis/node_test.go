@@ -39,7 +39,7 @@ func TestClientOption(t *testing.T) {
 	assert.Equal(t, 5*time.Second, o.ConnWriteTimeout)
 }
 
-func TestNamesAndCloseClient(t *testing.T) {
+func TestNamesAndClosingOwnedClient(t *testing.T) {
 	redistest.RequireServer(t)
 	srv, err := redistest.StartServer(t.Context())
 	require.NoError(t, err)
@@ -54,14 +54,14 @@ func TestNamesAndCloseClient(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "eu-1", named.String())
 
-	// Without CloseClient the node leaves the client alone.
+	// Without WithCloseClient(true) the node leaves the client alone.
 	require.NoError(t, n.Close())
 	ok, err := n.SetNX(t.Context(), "k", "v", time.Second)
 	require.NoError(t, err, "Close of a node that does not own its client changes nothing")
 	assert.True(t, ok)
 
 	// With it, Close closes the client and the node refuses calls.
-	owner, err := qlrueidis.New(client, qlrueidis.CloseClient())
+	owner, err := qlrueidis.New(client, qlrueidis.WithCloseClient(true))
 	require.NoError(t, err)
 	require.NoError(t, owner.Close())
 	require.NoError(t, owner.Close(), "Close is idempotent")

@@ -108,7 +108,7 @@ func main() {
 
 	var opts []core.Option
 	if *noGuard {
-		opts = append(opts, core.WithoutRestartGuard())
+		opts = append(opts, core.WithRestartGuard(0))
 	}
 	fmt.Printf("chaos: %d seeds from %d, %v each, %d nodes, %d clients, %d keys, TTL %v, drivers %s, restart guard %s\n",
 		*seeds, *first, *duration, *nodes, *clients, *keys, *ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[*noGuard])

@@ -66,7 +66,9 @@ type Server struct {
 	keep   bool // the next Restart loads the snapshot StopKeepingData wrote
 }
 
-// ServerOption configures a Server.
+// ServerOption configures a Server. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil ServerOption is
+// skipped.
 type ServerOption func(*serverConfig)
 
 type serverConfig struct {
@@ -75,23 +77,28 @@ type serverConfig struct {
 	fresh bool
 }
 
-// Fresh leaves a new server unadopted: without it, StartServer adopts
+// WithFresh, on, leaves a new server unadopted. Off, StartServer adopts
 // every server that is not a cluster member for the restart guard (it sets
 // driver.BirthKey to 0, as core.Locker.Adopt does), since a server this
 // harness has just started holds no lock. A fresh server is young to the
 // guard for its max TTL after its first guarded acquisition, like a server
 // restarted empty.
-func Fresh() ServerOption {
-	return func(c *serverConfig) { c.fresh = true }
+// Default: off.
+func WithFresh(on bool) ServerOption {
+	return func(c *serverConfig) { c.fresh = on }
 }
 
 // WithArgs adds redis-server command-line arguments, such as
-// "--cluster-enabled", "yes".
+// "--cluster-enabled", "yes"; each WithArgs adds to the earlier ones.
+// Default: none beyond the harness's own.
+// Arguments redis-server refuses make StartServer return its error.
 func WithArgs(args ...string) ServerOption {
 	return func(c *serverConfig) { c.args = append(c.args, args...) }
 }
 
-// WithPort runs the server on port instead of a free port chosen at start.
+// WithPort runs the server on port; 0 keeps the default.
+// Default: a free port chosen at start.
+// A port that is taken makes StartServer return an error.
 func WithPort(port int) ServerOption {
 	return func(c *serverConfig) { c.port = port }
 }
@@ -106,7 +113,9 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 	}
 	var c serverConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {

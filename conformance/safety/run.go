@@ -227,7 +227,7 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	}()
 	opts := append([]core.Option{core.WithTTL(cfg.TTL), core.WithNodeTimeout(cfg.NodeTimeout)}, cfg.Options...)
 	if cfg.Fencing {
-		opts = append(opts, core.WithFencing())
+		opts = append(opts, core.WithFencing(true))
 	}
 	for c := range lockers {
 		nodes := make([]core.Node, cfg.Nodes)

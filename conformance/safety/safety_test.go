@@ -133,7 +133,7 @@ func TestCheckerFires(t *testing.T) {
 		opts  []core.Option
 		fires bool
 	}{
-		{"guard off", []core.Option{core.WithoutRestartGuard()}, true},
+		{"guard off", []core.Option{core.WithRestartGuard(0)}, true},
 		{"guard on", nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,8 +1,9 @@
 package driver_test
 
 import (
-	"github.com/quorumlock/quorumlock/core/driver"
 	"testing"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 
 	"github.com/stretchr/testify/assert"
 )

@@ -4,7 +4,7 @@
 // shares the Locker's Redis nodes.
 //
 //	mw, err := httplock.New(locker, httplock.PathValue("id"),
-//		httplock.KeyPrefix("orders:"), httplock.Wait(2*time.Second))
+//		httplock.WithKeyPrefix("orders:"), httplock.WithWait(2*time.Second))
 //	if err != nil { ... }
 //	mux.Handle("POST /orders/{id}", mw(http.HandlerFunc(updateOrder)))
 //
@@ -16,20 +16,21 @@
 //
 // A KeyFunc names the lock of a request: PathValue for a wildcard of a Go
 // 1.22 http.ServeMux pattern, Header for a header such as Idempotency-Key,
-// or any function of the request. KeyPrefix keeps the keys of different
-// routes apart. A request without a key is refused with 400 Bad Request by
-// default: a route that needs a lock should not run without one by
-// accident; PassUnkeyed runs the handler without a lock instead.
+// or any function of the request. WithKeyPrefix keeps the keys of
+// different routes apart. A request without a key is refused with 400 Bad
+// Request by default: a route that needs a lock should not run without one
+// by accident; WithPassUnkeyed(true) runs the handler without a lock
+// instead.
 //
 // # Contention
 //
-// By default (NoWait) the middleware makes one attempt (Locker.TryAcquire)
-// and answers a request whose lock is held elsewhere at once with 423
-// Locked (BusyStatus changes it, to 409 Conflict for instance). Wait(max)
-// waits for the lock (Locker.Acquire) for at most max, and no longer than
-// the request's context, before answering busy. Busy answers carry a
-// Retry-After header of RetryAfter (1 s by default, in whole seconds, at
-// least 1).
+// By default (WithWait(0)) the middleware makes one attempt
+// (Locker.TryAcquire) and answers a request whose lock is held elsewhere
+// at once with 423 Locked (WithBusyStatus changes it, to 409 Conflict for
+// instance). WithWait(max) waits for the lock (Locker.Acquire) for at most
+// max, and no longer than the request's context, before answering busy.
+// Busy answers carry a Retry-After header of WithRetryAfter (1 s by
+// default, in whole seconds, at least 1).
 //
 // # Errors
 //
@@ -39,8 +40,8 @@
 // vote under the restart guard), and a
 // request whose own context ended before the lock was won, are answered
 // with 503 Service Unavailable and a Retry-After header; other failures
-// with 500. Every refusal is written by the ErrorHandler
-// (DefaultErrorHandler unless set), which receives an *Error holding the
+// with 500. Every refusal is written by the error handler
+// (WithErrorHandler; DefaultErrorHandler unless set), which receives an *Error holding the
 // status code, the key and the cause, with Retry-After already set on the
 // response; it may write any answer it likes.
 //
@@ -56,5 +57,5 @@
 // can pass the lock's fencing token along (FromContext gives the lock).
 // When the handler returns, or panics, the lock is released under a
 // context detached from the request's, which may have been cancelled, and
-// bounded by ReleaseTimeout; a panic then goes on up the stack.
+// bounded by WithReleaseTimeout; a panic then goes on up the stack.
 package httplock

@@ -21,7 +21,7 @@ func Example() {
 	defer locker.Close()
 
 	lockOrder, err := httplock.New(locker, httplock.PathValue("id"),
-		httplock.KeyPrefix("orders:"), httplock.RetryAfter(2*time.Second))
+		httplock.WithKeyPrefix("orders:"), httplock.WithRetryAfter(2*time.Second))
 	if err != nil {
 		panic(err)
 	}

@@ -12,10 +12,12 @@ import (
 )
 
 // ErrNoKey is the cause of the refusal of a request that has no key (its
-// KeyFunc returned false or an empty key), unless PassUnkeyed is given.
+// KeyFunc returned false or an empty key), unless WithPassUnkeyed(true)
+// is given.
 var ErrNoKey = errors.New("httplock: request has no lock key")
 
-// Error is what the middleware hands its ErrorHandler when it refuses a
+// Error is what the middleware hands its error handler (WithErrorHandler)
+// when it refuses a
 // request: the status code it chose, the Retry-After delay it advertised
 // (0 when it set none), the lock key (empty when the request had none) and
 // the cause, which errors.Is matches against ErrNoKey, core.ErrNotAcquired,
@@ -70,7 +72,7 @@ type lockKey struct{}
 
 // FromContext returns the lock the middleware holds for the request whose
 // context is ctx (or a context derived from it), and false when there is
-// none (an unkeyed request passed through by PassUnkeyed).
+// none (an unkeyed request passed through by WithPassUnkeyed).
 func FromContext(ctx context.Context) (*core.Lock, bool) {
 	if ctx == nil {
 		return nil, false
@@ -83,25 +85,26 @@ func FromContext(ctx context.Context) (*core.Lock, bool) {
 // the lock named by key(r) on locker, or refuses the request:
 //
 //   - no key: 400 Bad Request (or the handler runs unlocked with
-//     PassUnkeyed);
-//   - lock held elsewhere (after waiting, with Wait): BusyStatus (423
-//     Locked), with a Retry-After header (RetryAfter);
+//     WithPassUnkeyed(true));
+//   - lock held elsewhere (after waiting, with WithWait): 423 Locked
+//     (WithBusyStatus), with a Retry-After header (WithRetryAfter);
 //   - too few nodes answering, rounds too slow to leave validity, a closed
 //     Locker, or the request's context ending before the lock was won: 503
 //     Service Unavailable, with a Retry-After header;
 //   - anything else: 500 Internal Server Error.
 //
-// Refusals are written by the ErrorHandler. While the handler runs, the
-// lock is held (core.Lock.Hold): kept alive, and the request's context is
+// Refusals are written by the error handler (WithErrorHandler). While the
+// handler runs, the lock is held (core.Lock.Hold): kept alive, and the request's context is
 // cancelled, with the lock's error as its cause, if the lock is lost, or
 // with a cause matching core.ErrClosed when the Locker is closing, whose
 // Close then waits for the handler to return before releasing the lock. The lock is released when the handler
 // returns or panics (the panic then goes on), under a context detached from
-// the request's and bounded by ReleaseTimeout.
+// the request's and bounded by WithReleaseTimeout.
 //
 // New returns an error matching core.ErrInvalidArgument, and no
-// middleware, when locker or key is nil or an option is invalid. The
-// middleware wraps a nil handler into one that answers 500.
+// middleware, when locker or key is nil or an option is invalid; it skips
+// a nil Option. The middleware wraps a nil handler into one that answers
+// 500.
 func New(locker *core.Locker, key KeyFunc, opts ...Option) (func(http.Handler) http.Handler, error) {
 	if locker == nil {
 		return nil, fmt.Errorf("httplock: %w: locker is nil", core.ErrInvalidArgument)
@@ -110,11 +113,10 @@ func New(locker *core.Locker, key KeyFunc, opts ...Option) (func(http.Handler) h
 		return nil, fmt.Errorf("httplock: %w: key func is nil", core.ErrInvalidArgument)
 	}
 	c := defaultConfig()
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("httplock: %w: option %d is nil", core.ErrInvalidArgument, i)
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
 		}
-		o.apply(&c)
 	}
 	if c.err != nil {
 		return nil, c.err

@@ -40,7 +40,7 @@ func serve(t *testing.T, h http.Handler, method, target string, header ...string
 // route serves handler under mw on "POST /orders/{id}".
 func route(t *testing.T, locker *core.Locker, handler http.HandlerFunc, opts ...httplock.Option) *http.ServeMux {
 	t.Helper()
-	opts = append([]httplock.Option{httplock.KeyPrefix(t.Name() + ":")}, opts...)
+	opts = append([]httplock.Option{httplock.WithKeyPrefix(t.Name() + ":")}, opts...)
 	mw, err := httplock.New(locker, httplock.PathValue("id"), opts...)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -59,35 +59,53 @@ func TestNewValidates(t *testing.T) {
 	_, err = httplock.New(locker, nil)
 	assert.ErrorIs(t, err, core.ErrInvalidArgument)
 	for _, o := range []httplock.Option{
-		nil,
-		httplock.Wait(0),
-		httplock.Wait(-time.Second),
-		httplock.BusyStatus(200),
-		httplock.BusyStatus(600),
-		httplock.RetryAfter(0),
-		httplock.ReleaseTimeout(-time.Second),
-		httplock.ErrorHandler(nil),
+		httplock.WithWait(-time.Second),
+		httplock.WithBusyStatus(200),
+		httplock.WithBusyStatus(600),
+		httplock.WithRetryAfter(0),
+		httplock.WithReleaseTimeout(-time.Second),
 	} {
 		mw, err := httplock.New(locker, key, o)
 		assert.ErrorIs(t, err, core.ErrInvalidArgument, "%v", o)
 		assert.Nil(t, mw)
 	}
 
-	mw, err := httplock.New(locker, key, httplock.Wait(time.Second), httplock.NoWait(),
-		httplock.BusyStatus(http.StatusConflict), httplock.RetryAfter(time.Minute),
-		httplock.ReleaseTimeout(time.Second), httplock.PassUnkeyed(), httplock.KeyPrefix("p:"),
-		httplock.ErrorHandler(httplock.DefaultErrorHandler))
+	// Nil means unset: a nil Option is skipped, and a nil handler keeps
+	// the default one.
+	for _, o := range []httplock.Option{nil, httplock.WithWait(0), httplock.WithErrorHandler(nil)} {
+		mw, err := httplock.New(locker, key, o)
+		require.NoError(t, err, "%v", o)
+		w := serve(t, mw(http.NotFoundHandler()), http.MethodPost, "/")
+		assert.Equal(t, http.StatusBadRequest, w.Code, "%v", o)
+		assert.Equal(t, "missing lock key\n", w.Body.String(), "%v: DefaultErrorHandler", o)
+	}
+
+	mw, err := httplock.New(locker, key, httplock.WithWait(time.Second), httplock.WithWait(0),
+		httplock.WithBusyStatus(http.StatusConflict), httplock.WithRetryAfter(time.Minute),
+		httplock.WithReleaseTimeout(time.Second), httplock.WithPassUnkeyed(true), httplock.WithKeyPrefix("p:"),
+		httplock.WithErrorHandler(httplock.DefaultErrorHandler))
 	require.NoError(t, err)
 	require.NotNil(t, mw)
-	assert.Equal(t, "Wait(1.5s)", httplock.Wait(1500*time.Millisecond).String())
-	assert.Equal(t, "BusyStatus(409)", httplock.BusyStatus(409).String())
+	for want, o := range map[string]httplock.Option{
+		"WithWait(1.5s)":         httplock.WithWait(1500 * time.Millisecond),
+		"WithWait(0s)":           httplock.WithWait(0),
+		"WithBusyStatus(409)":    httplock.WithBusyStatus(409),
+		"WithRetryAfter(2s)":     httplock.WithRetryAfter(2 * time.Second),
+		"WithReleaseTimeout(1s)": httplock.WithReleaseTimeout(time.Second),
+		"WithPassUnkeyed(true)":  httplock.WithPassUnkeyed(true),
+		`WithKeyPrefix("p:")`:    httplock.WithKeyPrefix("p:"),
+		"WithErrorHandler(...)":  httplock.WithErrorHandler(httplock.DefaultErrorHandler),
+		"WithErrorHandler(nil)":  httplock.WithErrorHandler(nil),
+	} {
+		assert.Equal(t, want, o.String())
+	}
 
 	// A nil handler is answered with 500, not a panic.
 	w := serve(t, mw(nil), http.MethodPost, "/")
 	assert.Equal(t, http.StatusInternalServerError, w.Code)
 }
 
-// Twenty requests for one key in Wait mode are served one at a time.
+// Twenty requests for one key with WithWait are served one at a time.
 func TestWaitServesOneAtATime(t *testing.T) {
 	locker := newLocker(t, shared.get(t), core.WithTries(1000))
 	var (
@@ -114,7 +132,7 @@ func TestWaitServesOneAtATime(t *testing.T) {
 		record("exit " + id)
 		inside.Add(-1)
 		w.WriteHeader(http.StatusOK)
-	}, httplock.Wait(requestTimeout))
+	}, httplock.WithWait(requestTimeout))
 
 	const n = 20
 	codes := make([]int, n)
@@ -154,8 +172,8 @@ func TestNoWaitBusy(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}
 	mux := route(t, locker, handler)
-	conflict := route(t, locker, handler, httplock.BusyStatus(http.StatusConflict), httplock.RetryAfter(2500*time.Millisecond))
-	waiting := route(t, locker, handler, httplock.Wait(100*time.Millisecond))
+	conflict := route(t, locker, handler, httplock.WithBusyStatus(http.StatusConflict), httplock.WithRetryAfter(2500*time.Millisecond))
+	waiting := route(t, locker, handler, httplock.WithWait(100*time.Millisecond))
 
 	first := make(chan int, 1)
 	go func() { first <- serve(t, mux, http.MethodPost, "/orders/7", "X-Block", "1").Code }()
@@ -239,10 +257,10 @@ func TestMissingKey(t *testing.T) {
 	assert.Equal(t, http.StatusOK, w.Code)
 	assert.Equal(t, int32(1), locked.Load(), "with a key the handler holds the lock")
 
-	pass, err := httplock.New(locker, httplock.Header("Idempotency-Key"), httplock.PassUnkeyed())
+	pass, err := httplock.New(locker, httplock.Header("Idempotency-Key"), httplock.WithPassUnkeyed(true))
 	require.NoError(t, err)
 	w = serve(t, pass(handler), http.MethodPost, "/pay")
-	assert.Equal(t, http.StatusOK, w.Code, "PassUnkeyed runs the handler")
+	assert.Equal(t, http.StatusOK, w.Code, "WithPassUnkeyed(true) runs the handler")
 	assert.Equal(t, int32(2), ran.Load())
 	assert.Equal(t, int32(1), locked.Load(), "without a lock")
 }
@@ -298,7 +316,7 @@ func TestPanicReleasesLock(t *testing.T) {
 	}()
 	assert.Equal(t, boom, recovered, "the panic propagates")
 
-	// NoWait: only a released key can be taken at once.
+	// Without WithWait: only a released key can be taken at once.
 	assert.Equal(t, http.StatusOK, serve(t, mux, http.MethodPost, "/orders/1").Code)
 }
 
@@ -309,7 +327,7 @@ func TestUnavailable(t *testing.T) {
 	var ran atomic.Int32
 	handler := func(http.ResponseWriter, *http.Request) { ran.Add(1) }
 	noWait := route(t, locker, handler)
-	wait := route(t, locker, handler, httplock.Wait(300*time.Millisecond), httplock.RetryAfter(10*time.Second))
+	wait := route(t, locker, handler, httplock.WithWait(300*time.Millisecond), httplock.WithRetryAfter(10*time.Second))
 	require.Equal(t, http.StatusOK, serve(t, noWait, http.MethodPost, "/orders/1").Code)
 	for _, srv := range list {
 		require.NoError(t, srv.Stop())
@@ -326,7 +344,7 @@ func TestUnavailable(t *testing.T) {
 	assert.Equal(t, int32(1), ran.Load())
 }
 
-// A custom ErrorHandler gets an *Error with the status, key and cause.
+// A custom error handler (WithErrorHandler) gets an *Error with the status, key and cause.
 func TestErrorHandler(t *testing.T) {
 	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)))
 	require.NoError(t, err)
@@ -336,8 +354,8 @@ func TestErrorHandler(t *testing.T) {
 	defer held.Release(t.Context())
 
 	var got *httplock.Error
-	mw, err := httplock.New(locker, httplock.PathValue("id"), httplock.KeyPrefix("orders:"),
-		httplock.ErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+	mw, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix("orders:"),
+		httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			require.ErrorAs(t, err, &got)
 			w.Header().Del("Retry-After")
 			w.WriteHeader(http.StatusTooManyRequests)

@@ -3,9 +3,9 @@ package httplock
 import "net/http"
 
 // KeyFunc names the lock a request must hold. It returns ok false (or an
-// empty key) when the request has no key; see PassUnkeyed for what happens
-// then. It is called once per request, on the request as the middleware
-// received it.
+// empty key) when the request has no key; see WithPassUnkeyed for what
+// happens then. It is called once per request, on the request as the
+// middleware received it.
 type KeyFunc func(r *http.Request) (key string, ok bool)
 
 // PathValue returns a KeyFunc that uses the path wildcard name of the
@@ -21,8 +21,8 @@ func PathValue(name string) KeyFunc {
 
 // Header returns a KeyFunc that uses the first value of the request header
 // name, such as "Idempotency-Key". A missing or empty header is no key. The
-// value comes from the client as sent: use KeyPrefix to keep it apart from
-// other locks, and bound header sizes with http.Server.MaxHeaderBytes.
+// value comes from the client as sent: use WithKeyPrefix to keep it apart
+// from other locks, and bound header sizes with http.Server.MaxHeaderBytes.
 func Header(name string) KeyFunc {
 	return func(r *http.Request) (string, bool) {
 		v := r.Header.Get(name)

@@ -92,7 +92,7 @@ func newLocker(t *testing.T, list []*redistest.Server, opts ...core.Option) *cor
 	for _, srv := range list {
 		client, err := rueidis.NewClient(qlrueidis.ClientOption(srv.Addr()))
 		require.NoError(t, err)
-		node, err := qlrueidis.New(client, qlrueidis.CloseClient())
+		node, err := qlrueidis.New(client, qlrueidis.WithCloseClient(true))
 		if err != nil {
 			client.Close()
 			require.NoError(t, err)

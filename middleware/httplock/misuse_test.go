@@ -32,11 +32,11 @@ func TestMisuseHttplock(t *testing.T) {
 	}
 	// handled serves one POST of target through the middleware around next
 	// on the routes "/orders/{id}" (key: id) and "/orders/" (no key), and
-	// returns the answer and the error the ErrorHandler was given.
+	// returns the answer and the error the error handler was given.
 	handled := func(t *testing.T, next http.Handler, target string) (int, string, error) {
 		t.Helper()
 		var got error
-		mw, err := httplock.New(locker, key, httplock.ErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		mw, err := httplock.New(locker, key, httplock.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
 			got = err
 			httplock.DefaultErrorHandler(w, r, err)
 		}))
@@ -55,19 +55,25 @@ func TestMisuseHttplock(t *testing.T) {
 		refused(t, "httplock: quorumlock: invalid argument: key func is nil", locker, nil)
 	})
 	t.Run("nil_option", func(t *testing.T) {
-		refused(t, "httplock: quorumlock: invalid argument: option 1 is nil", locker, key, httplock.NoWait(), nil)
+		// Nil means unset: a nil Option is skipped, a nil handler keeps
+		// DefaultErrorHandler.
+		mw, err := httplock.New(locker, key, httplock.WithWait(0), nil, httplock.WithErrorHandler(nil))
+		require.NoError(t, err)
+		mux := http.NewServeMux()
+		mux.Handle("POST /orders/", mw(http.NotFoundHandler()))
+		w := serve(t, mux, http.MethodPost, "/orders/")
+		assert.Equal(t, http.StatusBadRequest, w.Code)
+		assert.Equal(t, "missing lock key\n", w.Body.String())
 	})
 	t.Run("bad_option_value", func(t *testing.T) {
 		for _, c := range []struct {
 			opt httplock.Option
 			msg string
 		}{
-			{httplock.Wait(0), "httplock: quorumlock: invalid argument: Wait(0s): the wait must be positive (use NoWait not to wait)"},
-			{httplock.Wait(-time.Second), "httplock: quorumlock: invalid argument: Wait(-1s): the wait must be positive"},
-			{httplock.BusyStatus(200), "httplock: quorumlock: invalid argument: BusyStatus(200): not a 4xx or 5xx status code"},
-			{httplock.RetryAfter(0), "httplock: quorumlock: invalid argument: RetryAfter(0s): the delay must be positive"},
-			{httplock.ReleaseTimeout(-time.Second), "httplock: quorumlock: invalid argument: ReleaseTimeout(-1s): the timeout must be positive"},
-			{httplock.ErrorHandler(nil), "httplock: quorumlock: invalid argument: ErrorHandler(nil)"},
+			{httplock.WithWait(-time.Second), "httplock: quorumlock: invalid argument: WithWait(-1s): the wait must not be negative (0: do not wait)"},
+			{httplock.WithBusyStatus(200), "httplock: quorumlock: invalid argument: WithBusyStatus(200): not a 4xx or 5xx status code"},
+			{httplock.WithRetryAfter(0), "httplock: quorumlock: invalid argument: WithRetryAfter(0s): the delay must be positive"},
+			{httplock.WithReleaseTimeout(-time.Second), "httplock: quorumlock: invalid argument: WithReleaseTimeout(-1s): the timeout must be positive"},
 		} {
 			refused(t, c.msg, locker, key, c.opt)
 		}

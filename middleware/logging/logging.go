@@ -19,7 +19,8 @@ type options struct {
 	allNodes                    bool
 }
 
-// Option configures an Observer.
+// Option configures an Observer. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped.
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -29,22 +30,25 @@ func (f optionFunc) apply(o *options) { f(o) }
 // WithLevels sets the level of successful operations (ok), of
 // acquisitions lost to another holder (contended: that is how a lock
 // works, not a fault), of every other failure (failed), and of locks lost
-// while held (lost).
+// while held (lost). Every level is valid; records below the handler's
+// level are dropped.
 // Default: Debug, Debug, Warn, Error.
 func WithLevels(ok, contended, failed, lost slog.Level) Option {
 	return optionFunc(func(o *options) { o.ok, o.contended, o.failed, o.lost = ok, contended, failed, lost })
 }
 
-// WithoutKeys leaves lock keys out of the records, for keys that carry
-// data the logs must not.
-// Default: keys are logged.
-func WithoutKeys() Option { return optionFunc(func(o *options) { o.omitKey = true }) }
+// WithKeys, on, puts each lock's key in its records (the attribute key);
+// off, keys are left out, for keys that carry data the logs must not.
+// Default: on.
+func WithKeys(on bool) Option { return optionFunc(func(o *options) { o.omitKey = !on }) }
 
-// WithNodes logs each node's result for successful operations too.
-// Default: only failed operations carry their nodes' results.
-func WithNodes() Option { return optionFunc(func(o *options) { o.allNodes = true }) }
+// WithNodes, on, logs each node's result for successful operations too;
+// off, only failed operations carry their nodes' results.
+// Default: off.
+func WithNodes(on bool) Option { return optionFunc(func(o *options) { o.allNodes = on }) }
 
-// New returns an Observer that logs to logger (slog.Default() when nil).
+// New returns an Observer that logs to logger (slog.Default() when nil),
+// configured by opts.
 func New(logger *slog.Logger, opts ...Option) *Observer {
 	if logger == nil {
 		logger = slog.Default()

@@ -48,7 +48,7 @@ func newLocker(t *testing.T, nodes []*memory.Node, opts ...core.Option) *core.Lo
 func TestObserver(t *testing.T) {
 	logger, records := capture(t, slog.LevelDebug)
 	nodes := []*memory.Node{memory.New(memory.WithName("a")), memory.New(memory.WithName("b")), memory.New(memory.WithName("c"))}
-	l := newLocker(t, nodes, core.WithObserver(logging.New(logger)), core.WithFencing(), core.WithTries(1))
+	l := newLocker(t, nodes, core.WithObserver(logging.New(logger)), core.WithFencing(true), core.WithTries(1))
 
 	lock, err := l.Acquire(t.Context(), "orders:42")
 	require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestObserver(t *testing.T) {
 func TestLevelsAndOptions(t *testing.T) {
 	logger, records := capture(t, slog.LevelInfo)
 	nodes := memory.NewNodes(1)
-	l := newLocker(t, nodes, core.WithObserver(logging.New(logger, logging.WithoutKeys(), logging.WithNodes())), core.WithTTL(time.Second))
+	l := newLocker(t, nodes, core.WithObserver(logging.New(logger, logging.WithKeys(false), logging.WithNodes(true))), core.WithTTL(time.Second))
 
 	lock, err := l.Acquire(t.Context(), "secret")
 	require.NoError(t, err)
@@ -107,7 +107,7 @@ func TestLevelsAndOptions(t *testing.T) {
 	assert.NotContains(t, recs[1], "key")
 
 	logger2, records2 := capture(t, slog.LevelDebug)
-	l2 := newLocker(t, memory.NewNodes(1), core.WithObserver(logging.New(logger2, logging.WithNodes(), logging.WithLevels(slog.LevelInfo, slog.LevelInfo, slog.LevelWarn, slog.LevelError))))
+	l2 := newLocker(t, memory.NewNodes(1), core.WithObserver(logging.New(logger2, logging.WithNodes(true), logging.WithLevels(slog.LevelInfo, slog.LevelInfo, slog.LevelWarn, slog.LevelError))))
 	lock2, err := l2.TryAcquire(t.Context(), "k")
 	require.NoError(t, err)
 	recs = records2()
@@ -115,6 +115,20 @@ func TestLevelsAndOptions(t *testing.T) {
 	assert.Equal(t, "INFO", recs[0]["level"])
 	assert.Contains(t, recs[0], "nodes", "WithNodes: successes carry their nodes too")
 	require.NoError(t, lock2.Release(t.Context()))
+}
+
+// A later option overrides an earlier one, and a nil Option is skipped.
+func TestOptionsOverride(t *testing.T) {
+	logger, records := capture(t, slog.LevelDebug)
+	l := newLocker(t, memory.NewNodes(1), core.WithObserver(logging.New(logger,
+		logging.WithKeys(false), nil, logging.WithKeys(true), logging.WithNodes(true), logging.WithNodes(false))))
+	lock, err := l.TryAcquire(t.Context(), "k")
+	require.NoError(t, err)
+	recs := records()
+	require.Len(t, recs, 1)
+	assert.Equal(t, "k", recs[0]["key"], "WithKeys(true) wins")
+	assert.NotContains(t, recs[0], "nodes", "WithNodes(false) wins")
+	require.NoError(t, lock.Release(t.Context()))
 }
 
 func TestNilLogger(t *testing.T) {

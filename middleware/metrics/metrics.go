@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +25,8 @@ func DefaultBuckets() []float64 {
 	return []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 }
 
-// Option configures an Observer.
+// Option configures an Observer. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped.
 type Option interface {
 	apply(*options)
 	// String shows the option as written, for logs and comparison.
@@ -47,28 +50,61 @@ func (o optionFunc) String() string      { return o.name }
 // WithNamespace sets the prefix of every metric name; "" leaves the names
 // unprefixed (acquire_duration_seconds, ...).
 // Default: DefaultNamespace ("quorumlock").
+// New takes any value; a namespace Prometheus refuses makes the
+// Registerer's Register return an error.
 func WithNamespace(ns string) Option {
 	return optionFunc{func(o *options) { o.namespace = ns }, fmt.Sprintf("WithNamespace(%q)", ns)}
 }
 
-// WithConstLabels adds labels with fixed values to every metric, for
+// WithConstLabels sets labels with fixed values on every metric, for
 // instance to tell apart the Lockers of one process, each with its own
-// Observer. The map is copied.
+// Observer. The map is copied. A nil or empty map changes nothing: the
+// labels stay the default (or those an earlier option set).
 // Default: none.
+// New takes any labels; a label name Prometheus refuses, or one of the
+// metrics' own (outcome, op, node), makes the Registerer's Register
+// return an error.
 func WithConstLabels(labels prometheus.Labels) Option {
+	name := "WithConstLabels(" + labelsString(labels) + ")"
+	if len(labels) == 0 {
+		return optionFunc{func(*options) {}, name}
+	}
 	labels = maps.Clone(labels)
-	return optionFunc{func(o *options) { o.constLabels = labels }, fmt.Sprintf("WithConstLabels(%v)", labels)}
+	return optionFunc{func(o *options) { o.constLabels = labels }, name}
 }
 
 // WithBuckets sets the upper bounds, in seconds, of the acquisition
-// duration histogram's buckets; they must be strictly increasing and at
-// least one (New returns an error wrapping core.ErrInvalidArgument
-// otherwise, where prometheus.NewHistogram would panic). The slice is
-// copied.
+// duration histogram's buckets. The slice is copied. No bucket (a nil or
+// empty slice) changes nothing: the buckets stay the default (or those an
+// earlier option set).
 // Default: DefaultBuckets(), 0.5 ms to 10 s.
+// Bounds that are not strictly increasing make New return an error
+// matching core.ErrInvalidArgument, where prometheus.NewHistogram would
+// panic.
 func WithBuckets(buckets ...float64) Option {
+	bounds := make([]string, len(buckets))
+	for i, b := range buckets {
+		bounds[i] = strconv.FormatFloat(b, 'g', -1, 64)
+	}
+	name := "WithBuckets(" + strings.Join(bounds, ", ") + ")"
+	if len(buckets) == 0 {
+		return optionFunc{func(*options) {}, name}
+	}
 	buckets = slices.Clone(buckets)
-	return optionFunc{func(o *options) { o.buckets = buckets }, fmt.Sprintf("WithBuckets(%v)", buckets)}
+	return optionFunc{func(o *options) { o.buckets = buckets }, name}
+}
+
+// labelsString shows labels as Go source: nil, or prometheus.Labels{...}
+// with the names sorted.
+func labelsString(labels prometheus.Labels) string {
+	if labels == nil {
+		return "nil"
+	}
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, strconv.Quote(k)+": "+strconv.Quote(labels[k]))
+	}
+	return "prometheus.Labels{" + strings.Join(pairs, ", ") + "}"
 }
 
 // The event kinds and reasons, as indexes into the cached series.
@@ -131,18 +167,15 @@ var (
 
 // New returns an Observer configured by opts. It registers nothing: pass
 // it to a Registerer's Register (which reports a namespace or label name
-// that Prometheus refuses) or MustRegister. Buckets that are empty or not
-// strictly increasing are refused with an error matching
-// core.ErrInvalidArgument.
+// that Prometheus refuses) or MustRegister. Buckets that are not strictly
+// increasing are refused with an error matching core.ErrInvalidArgument.
+// New skips a nil Option.
 func New(opts ...Option) (*Observer, error) {
 	o := options{namespace: DefaultNamespace, buckets: DefaultBuckets()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
 		}
-	}
-	if len(o.buckets) == 0 {
-		return nil, fmt.Errorf("%w: metrics: WithBuckets needs at least one bucket", core.ErrInvalidArgument)
 	}
 	for i := 1; i < len(o.buckets); i++ {
 		if !(o.buckets[i] > o.buckets[i-1]) {

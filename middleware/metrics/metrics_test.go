@@ -258,10 +258,18 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 		assert.NotNil(t, find(t, reg, "locks_held", nil))
 	})
 	t.Run("bad buckets are refused", func(t *testing.T) {
-		for _, b := range [][]float64{{1, 0.5}, {1, 1}, {}} {
+		for _, b := range [][]float64{{1, 0.5}, {1, 1}, {0.1, 2, 2}} {
 			_, err := metrics.New(metrics.WithBuckets(b...))
 			assert.ErrorIs(t, err, core.ErrInvalidArgument, "%v", b)
 		}
+	})
+	t.Run("nil or empty keeps what was set", func(t *testing.T) {
+		obs, reg := newObserver(t, metrics.WithConstLabels(prometheus.Labels{"locker": "orders"}), metrics.WithBuckets(0.1, 1),
+			metrics.WithConstLabels(nil), metrics.WithConstLabels(prometheus.Labels{}), metrics.WithBuckets(), metrics.WithBuckets([]float64{}...))
+		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire, Duration: 500 * time.Millisecond})
+		m := find(t, reg, "quorumlock_acquire_duration_seconds", map[string]string{"locker": "orders", "outcome": "ok"})
+		require.NotNil(t, m)
+		assert.Len(t, m.GetHistogram().GetBucket(), 2)
 	})
 	t.Run("a bad name is refused by Register", func(t *testing.T) {
 		obs, err := metrics.New(metrics.WithConstLabels(prometheus.Labels{"__reserved": "x"}))
@@ -271,8 +279,10 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 	})
 	t.Run("String", func(t *testing.T) {
 		assert.Equal(t, `WithNamespace("app")`, metrics.WithNamespace("app").String())
-		assert.Equal(t, `WithBuckets([0.1 1])`, metrics.WithBuckets(0.1, 1).String())
-		assert.Equal(t, `WithConstLabels(map[a:b])`, metrics.WithConstLabels(prometheus.Labels{"a": "b"}).String())
+		assert.Equal(t, `WithBuckets(0.1, 1)`, metrics.WithBuckets(0.1, 1).String())
+		assert.Equal(t, `WithBuckets()`, metrics.WithBuckets().String())
+		assert.Equal(t, `WithConstLabels(prometheus.Labels{"a": "b", "c": "d"})`, metrics.WithConstLabels(prometheus.Labels{"c": "d", "a": "b"}).String())
+		assert.Equal(t, `WithConstLabels(nil)`, metrics.WithConstLabels(nil).String())
 	})
 }
 

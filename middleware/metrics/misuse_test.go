@@ -2,9 +2,11 @@ package metrics_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -25,7 +27,17 @@ func TestMisuseMetrics(t *testing.T) {
 		require.ErrorContains(t, err, msg)
 	}
 	t.Run("no_buckets", func(t *testing.T) {
-		refused(t, "quorumlock: invalid argument: metrics: WithBuckets needs at least one bucket", metrics.WithBuckets())
+		// Nil means unset: no bucket keeps the default ones.
+		obs, err := metrics.New(metrics.WithBuckets(), nil)
+		require.NoError(t, err)
+		reg := prometheus.NewRegistry()
+		require.NoError(t, reg.Register(obs))
+		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire})
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		i := slices.IndexFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == "quorumlock_acquire_duration_seconds" })
+		require.GreaterOrEqual(t, i, 0)
+		assert.Len(t, families[i].GetMetric()[0].GetHistogram().GetBucket(), len(metrics.DefaultBuckets()))
 	})
 	t.Run("buckets_not_increasing", func(t *testing.T) {
 		refused(t, "quorumlock: invalid argument: metrics: buckets must be strictly increasing, got [1 0.5]", metrics.WithBuckets(1, 0.5))
