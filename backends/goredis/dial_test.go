@@ -3,17 +3,14 @@ package goredis_test
 import (
 	"context"
 	"crypto/tls"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/backends/goredis"
-	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
@@ -36,84 +33,9 @@ func dialCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// requireHeldEverywhere acquires fresh keys until one is held on every
-// server of addrs (a server just back may miss a round or two), releasing
-// each.
-func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
-	t.Helper()
-	ctx := dialCtx(t)
-	var held []string
-	for i := 0; ctx.Err() == nil; i++ {
-		key := t.Name() + ":" + strconv.Itoa(i)
-		lock, err := locker.Acquire(ctx, key)
-		require.NoError(t, err)
-		held = held[:0]
-		for _, a := range addrs {
-			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
-			if n, err := c.Exists(ctx, key).Result(); err == nil && n == 1 {
-				held = append(held, a)
-			}
-			_ = c.Close()
-		}
-		require.NoError(t, lock.Release(ctx))
-		if len(held) == len(addrs) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
-}
-
-// Dial does not wait for a server that is down: the other two are a
-// quorum, and the third node works once its server is up.
-func TestDialWithAServerDown(t *testing.T) {
-	t.Parallel()
-	port, err := redistest.FreePort()
-	require.NoError(t, err)
-	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port)}
-
-	begin := time.Now()
-	nodes, closeAll, err := goredis.Dial(addrs)
-	require.NoError(t, err)
-	assert.Less(t, time.Since(begin), time.Second)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err, "two of three are a quorum")
-	require.NoError(t, lock.Release(dialCtx(t)))
-
-	dialServer(t, redistest.WithPort(port))
-	requireHeldEverywhere(t, locker, addrs)
-}
-
-// Dial does not wait for a server that is hung; its node works once the
-// server answers again.
-func TestDialWithAServerHung(t *testing.T) {
-	t.Parallel()
-	hung := dialServer(t)
-	addrs := []string{dialServer(t).Addr(), hung.Addr(), dialServer(t).Addr()}
-	require.NoError(t, hung.Pause())
-	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
-
-	resume := time.AfterFunc(2*time.Second, func() { _ = hung.Resume() })
-	begin := time.Now()
-	nodes, closeAll, err := goredis.Dial(addrs)
-	took := time.Since(begin)
-	require.True(t, resume.Stop(), "Dial returned before the hung server was resumed")
-	require.NoError(t, err)
-	assert.Less(t, took, time.Second)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err, "two of three are a quorum")
-	require.NoError(t, lock.Release(dialCtx(t)))
-
-	require.NoError(t, hung.Resume())
-	requireHeldEverywhere(t, locker, addrs)
+// What every backend's Dial promises (redistest.RunDial).
+func TestDial(t *testing.T) {
+	redistest.RunDial(t, "goredis", func(addrs []string) ([]core.Node, func() error, error) { return goredis.Dial(addrs) })
 }
 
 // Every bad argument gets an error matching core.ErrInvalidArgument that
@@ -127,11 +49,6 @@ func TestDialRefusesBadInput(t *testing.T) {
 		opts  []goredis.DialOption
 		want  string
 	}{
-		{"no addresses", nil, nil, "goredis: Dial: no addresses"},
-		{"empty address", []string{"127.0.0.1:7001", "  "}, nil, `address 1 is empty ("  ")`},
-		{"no port", []string{"127.0.0.1:7001", "redis.internal"}, nil, `address "redis.internal" has no port`},
-		{"empty port", []string{"redis.internal:"}, nil, `address "redis.internal:" has no port`},
-		{"same address twice", []string{"127.0.0.1:7001", " 127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
 		{"unbounded", addrs, []goredis.DialOption{goredis.WithOptions(func(o *redis.Options) { o.ContextTimeoutEnabled = false })},
 			"Options.ContextTimeoutEnabled off for 127.0.0.1:7001"},
 		{"other address", addrs, []goredis.DialOption{goredis.WithOptions(func(o *redis.Options) { o.Addr = "10.0.0.9:6379" })},
@@ -244,35 +161,6 @@ func TestDialTLSHandshakeWithinContext(t *testing.T) {
 	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
 	require.Error(t, err)
 	assert.Less(t, time.Since(begin), 2*time.Second, "bounded by the context, not the 5 s of DialTimeout")
-}
-
-// closeAll closes every client, may be called again, also after the
-// Locker's Close, and leaves no goroutine behind.
-func TestDialCloseAll(t *testing.T) {
-	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), redistest.DeadAddr(t)}
-	ignore := goleak.IgnoreCurrent()
-
-	nodes, closeAll, err := goredis.Dial(addrs)
-	require.NoError(t, err)
-	for _, n := range nodes {
-		_, _ = n.Eval(dialCtx(t), "return 1", nil, nil) // connect, or fail to
-	}
-	require.NoError(t, closeAll())
-	require.NoError(t, closeAll(), "idempotent")
-	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
-	require.ErrorIs(t, err, redis.ErrClosed)
-	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
-
-	nodes, closeAll, err = goredis.Dial(addrs)
-	require.NoError(t, err)
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err)
-	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
-	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
-	require.NoError(t, closeAll(), "after the Locker's Close")
-	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithCredentials authenticates; without it, a server with a password

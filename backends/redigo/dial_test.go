@@ -3,17 +3,14 @@ package redigo_test
 import (
 	"context"
 	"crypto/tls"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/quorumlock/quorumlock/backends/redigo"
-	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
@@ -46,82 +43,9 @@ func serverDo(ctx context.Context, addr string, cmd string, args ...any) (any, e
 	return redis.DoContext(conn, ctx, cmd, args...)
 }
 
-// requireHeldEverywhere acquires fresh keys until one is held on every
-// server of addrs (a server just back may miss a round or two), releasing
-// each.
-func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
-	t.Helper()
-	ctx := dialCtx(t)
-	var held []string
-	for i := 0; ctx.Err() == nil; i++ {
-		key := t.Name() + ":" + strconv.Itoa(i)
-		lock, err := locker.Acquire(ctx, key)
-		require.NoError(t, err)
-		held = held[:0]
-		for _, a := range addrs {
-			if n, err := redis.Int(serverDo(ctx, a, "EXISTS", key)); err == nil && n == 1 {
-				held = append(held, a)
-			}
-		}
-		require.NoError(t, lock.Release(ctx))
-		if len(held) == len(addrs) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
-}
-
-// Dial does not wait for a server that is down: the other two are a
-// quorum, and the third node works once its server is up.
-func TestDialWithAServerDown(t *testing.T) {
-	t.Parallel()
-	port, err := redistest.FreePort()
-	require.NoError(t, err)
-	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port)}
-
-	begin := time.Now()
-	nodes, closeAll, err := redigo.Dial(addrs)
-	require.NoError(t, err)
-	assert.Less(t, time.Since(begin), time.Second)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err, "two of three are a quorum")
-	require.NoError(t, lock.Release(dialCtx(t)))
-
-	dialServer(t, redistest.WithPort(port))
-	requireHeldEverywhere(t, locker, addrs)
-}
-
-// Dial does not wait for a server that is hung; its node works once the
-// server answers again.
-func TestDialWithAServerHung(t *testing.T) {
-	t.Parallel()
-	hung := dialServer(t)
-	addrs := []string{dialServer(t).Addr(), hung.Addr(), dialServer(t).Addr()}
-	require.NoError(t, hung.Pause())
-	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
-
-	resume := time.AfterFunc(2*time.Second, func() { _ = hung.Resume() })
-	begin := time.Now()
-	nodes, closeAll, err := redigo.Dial(addrs)
-	took := time.Since(begin)
-	require.True(t, resume.Stop(), "Dial returned before the hung server was resumed")
-	require.NoError(t, err)
-	assert.Less(t, took, time.Second)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err, "two of three are a quorum")
-	require.NoError(t, lock.Release(dialCtx(t)))
-
-	require.NoError(t, hung.Resume())
-	requireHeldEverywhere(t, locker, addrs)
+// What every backend's Dial promises (redistest.RunDial).
+func TestDial(t *testing.T) {
+	redistest.RunDial(t, "redigo", func(addrs []string) ([]core.Node, func() error, error) { return redigo.Dial(addrs) })
 }
 
 // Every bad argument gets an error matching core.ErrInvalidArgument that
@@ -135,12 +59,7 @@ func TestDialRefusesBadInput(t *testing.T) {
 		opts  []redigo.DialOption
 		want  string
 	}{
-		{"no addresses", []string{}, nil, "redigo: Dial: no addresses"},
-		{"empty address", []string{"127.0.0.1:7001", ""}, nil, `address 1 is empty ("")`},
-		{"no port", []string{"redis.internal"}, nil, `address "redis.internal" has no port`},
 		{"not host port", []string{"::1"}, nil, `address "::1" is not host:port (too many colons in address)`},
-		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7001\t"}, nil,
-			`address "127.0.0.1:7001" is given twice (addresses 0 and 2)`},
 		{"unbounded", addrs, []redigo.DialOption{redigo.WithPool(func(p *redis.Pool) {
 			p.DialContext, p.Dial = nil, func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:7001") }
 		})}, "WithPool left Pool.DialContext nil for 127.0.0.1:7001"},
@@ -246,35 +165,6 @@ func TestDialTLSHandshakeWithinContext(t *testing.T) {
 	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
 	require.Error(t, err)
 	assert.Less(t, time.Since(begin), 2*time.Second, "bounded by the context, not the 10 s of DialTLSHandshakeTimeout")
-}
-
-// closeAll closes every pool, may be called again, also after the
-// Locker's Close, and leaves no goroutine behind.
-func TestDialCloseAll(t *testing.T) {
-	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), redistest.DeadAddr(t)}
-	ignore := goleak.IgnoreCurrent()
-
-	nodes, closeAll, err := redigo.Dial(addrs)
-	require.NoError(t, err)
-	for _, n := range nodes {
-		_, _ = n.Eval(dialCtx(t), "return 1", nil, nil) // connect, or fail to
-	}
-	require.NoError(t, closeAll())
-	require.NoError(t, closeAll(), "idempotent")
-	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
-	require.ErrorContains(t, err, "closed pool")
-	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
-
-	nodes, closeAll, err = redigo.Dial(addrs)
-	require.NoError(t, err)
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err)
-	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
-	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
-	require.NoError(t, closeAll(), "after the Locker's Close")
-	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithCredentials authenticates; without it, a server with a password

@@ -3,7 +3,6 @@ package valkey_test
 import (
 	"context"
 	"crypto/tls"
-	"strconv"
 	"testing"
 	"time"
 
@@ -44,66 +43,9 @@ func adminClient(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
-// requireHeldEverywhere acquires fresh keys until one is held on every
-// server of addrs (a server just back may miss a round or two).
-func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
-	t.Helper()
-	i := 0
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		i++
-		key := t.Name() + ":" + strconv.Itoa(i)
-		lock, err := locker.Acquire(dialCtx(t), key)
-		require.NoError(c, err)
-		defer func() { assert.NoError(c, lock.Release(dialCtx(t))) }()
-		for _, a := range addrs {
-			assert.Equal(c, int64(1), adminClient(t, a).Exists(dialCtx(t), key).Val(), "held on %s", a)
-		}
-	}, 20*time.Second, 50*time.Millisecond)
-}
-
-// Dial returns at once with one server of three down and one hung
-// (SIGSTOP): it does not wait for the hung server's handshake. The nodes
-// of both fail their calls until their servers answer, then work.
-func TestDialWithServersDownAndHung(t *testing.T) {
-	t.Parallel()
-	port, err := redistest.FreePort()
-	require.NoError(t, err)
-	hung := dialServer(t)
-	addrs := []string{dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port), hung.Addr()}
-	require.NoError(t, hung.Pause())
-	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
-
-	begin := time.Now()
-	nodes, closeAll, err := qlvalkey.Dial(addrs)
-	took := time.Since(begin)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	assert.Less(t, took, core.DefaultNodeTimeout+500*time.Millisecond, "about one node timeout, not valkey-go's 5 s dial timeout")
-	require.Len(t, nodes, 3)
-	assert.IsType(t, (*qlvalkey.Node)(nil), nodes[1], "a refused connection makes a client at once")
-	require.IsType(t, (*driver.Late)(nil), nodes[2], "the hung server's client is still connecting")
-	for i, n := range nodes {
-		assert.Equal(t, addrs[i], n.String())
-		assert.Implements(t, (*driver.Batcher)(nil), n)
-		assert.Implements(t, (*driver.Watcher)(nil), n)
-		assert.False(t, n.(driver.Sharded).Sharded())
-	}
-
-	locker, err := core.New(nodes, core.WithTries(1))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	_, err = locker.TryAcquire(dialCtx(t), t.Name())
-	require.ErrorIs(t, err, core.ErrUnavailable, "one of three")
-
-	dialServer(t, redistest.WithPort(port))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		lock, err := locker.TryAcquire(dialCtx(t), t.Name())
-		require.NoError(c, err, "two of three, once the down server is up")
-		assert.NoError(c, lock.Release(dialCtx(t)))
-	}, 20*time.Second, 50*time.Millisecond)
-
-	require.NoError(t, hung.Resume())
-	requireHeldEverywhere(t, locker, addrs)
+// What every backend's Dial promises (redistest.RunDial).
+func TestDial(t *testing.T) {
+	redistest.RunDial(t, "valkey", func(addrs []string) ([]core.Node, func() error, error) { return qlvalkey.Dial(addrs) })
 }
 
 // A node whose client is still connecting fails a call when the call's
@@ -148,10 +90,6 @@ func TestDialRefusesBadInput(t *testing.T) {
 		opts  []qlvalkey.DialOption
 		want  string
 	}{
-		{"no addresses", nil, nil, "valkey: Dial: no addresses"},
-		{"empty address", []string{" "}, nil, `address 0 is empty (" ")`},
-		{"no port", []string{"127.0.0.1:7001", "10.0.0.3"}, nil, `address "10.0.0.3" has no port`},
-		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice`},
 		{"other address", addrs, option(func(o *valkey.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }), "WithClientOption changed"},
 		{"not single", addrs, option(func(o *valkey.ClientOption) { o.ForceSingleClient = false }), "WithClientOption changed"},
 		{"no pipelining", addrs, option(func(o *valkey.ClientOption) { o.AlwaysPipelining = false }), "WithClientOption changed"},
