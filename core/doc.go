@@ -9,8 +9,9 @@
 //
 // Nodes come from a backend package: backends/goredis (a go-redis client,
 // single node or Redis Cluster), backends/redigo (a redigo pool),
-// backends/rueidis (a rueidis client, single node or Redis Cluster) or
-// backends/memory (in-process). One Locker may mix them. The Locker runs
+// backends/rueidis (a rueidis client, single node or Redis Cluster),
+// backends/valkey (a valkey-go client, likewise) or backends/memory
+// (in-process). One Locker may mix them. The Locker runs
 // the protocol; a node only carries commands.
 //
 // # The algorithm
@@ -76,7 +77,7 @@
 // strategies.Parallel (the default) asks every node at once;
 // strategies.Sequential asks one after the other, as the specification
 // does; strategies.FailFast gives up a round as soon as quorum is
-// impossible. All are greedy unless given strategies.StopAtQuorum. See
+// impossible. All are greedy unless given strategies.WithStopAtQuorum(true). See
 // docs/options.md.
 //
 // # Errors

@@ -46,6 +46,8 @@ func dialBadAddresses(t *testing.T, pkg string, dial DialFunc) {
 		{[]string{"127.0.0.1:7001", "  "}, `address 1 is empty ("  ")`},
 		{[]string{"127.0.0.1:7001", "redis.internal"}, `address "redis.internal" has no port`},
 		{[]string{"redis.internal:"}, `address "redis.internal:" has no port`},
+		{[]string{"127.0.0.1:99999"}, `address "127.0.0.1:99999" has port 99999, outside 1-65535`},
+		{[]string{"127.0.0.1:0"}, `address "127.0.0.1:0" has port 0, outside 1-65535`},
 		{[]string{"127.0.0.1:7001", " 127.0.0.1:7001"}, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
 	} {
 		nodes, closeAll, err := dial(tc.addrs)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -106,6 +107,8 @@ func CheckAddrs(pkg string, addrs []string) ([]string, error) {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			return nil, fmt.Errorf(`%w: %s: Dial: address %q %s: want "host:port", such as "10.0.0.1:6379"`,
 				ErrInvalidArgument, pkg, raw, addrFault(err))
+		} else if p, err := strconv.Atoi(port); err == nil && (p < 1 || p > 65535) {
+			return nil, fmt.Errorf("%w: %s: Dial: address %q has port %d, outside 1-65535", ErrInvalidArgument, pkg, raw, p)
 		}
 		if j, dup := seen[a]; dup {
 			return nil, fmt.Errorf("%w: %s: Dial: address %q is given twice (addresses %d and %d): one server would count twice",
