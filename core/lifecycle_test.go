@@ -646,7 +646,9 @@ func TestWakeOnRelease(t *testing.T) {
 				require.NoError(t, held.Release(t.Context()))
 				at := <-got
 				if wake {
-					assert.Equal(t, released, at, "woken by the release notice")
+					// At once, or within the short pauses of a waiter whose
+					// ticket's notice beat the release to the other nodes.
+					assert.Less(t, at.Sub(released), 8*core.MinRetryDelay, "woken by the release notice")
 				} else {
 					assert.Equal(t, delay, at.Sub(released)+5*time.Second, "woken by the retry delay")
 				}

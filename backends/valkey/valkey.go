@@ -216,64 +216,41 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func(message st
 		return nil, err
 	}
 	n.count(channel, 1)
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	confirmed, failed, done := make(chan struct{}), make(chan error, 1), make(chan struct{})
-	go func() {
-		defer close(done)
-		var live atomic.Bool
-		left, backoff := false, driver.Backoff{} // left: uncounted (Receive runs its hooks on this goroutine)
-		defer func() {
-			if !left {
-				n.count(channel, -1)
+	var left atomic.Bool // uncounted, by the hook of the Receive that stop ended
+	receive := func(ctx context.Context, subscribed func(), message func(string)) error {
+		hctx := valkey.WithOnSubscriptionHook(ctx, func(s valkey.PubSubSubscription) {
+			if s.Kind == "subscribe" && s.Channel == channel {
+				subscribed()
 			}
-		}()
-		for {
-			var subscribed atomic.Bool // this attempt was confirmed
-			hctx := valkey.WithOnSubscriptionHook(rctx, func(s valkey.PubSubSubscription) {
-				if s.Kind != "subscribe" || s.Channel != channel || !subscribed.CompareAndSwap(false, true) {
-					return
-				} else if live.CompareAndSwap(false, true) {
-					close(confirmed)
-				} else {
-					notify("") // subscribed again: a release may have been missed
-				}
-			})
-			hctx = valkey.WithOnReceiveReturnHook(hctx, func(err error, cc valkey.CommandClient) error {
-				if rctx.Err() != nil && !left {
-					if left = true; n.count(channel, -1) == 0 {
-						uctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-						defer cancel()
-						_ = cc.Do(uctx, cc.B().Unsubscribe().Channel(channel).Build()).Error()
-					}
-				}
-				return err
-			})
-			err := n.client.Receive(hctx, n.client.B().Subscribe().Channel(channel).Build(), func(m valkey.PubSubMessage) {
-				if m.Channel == channel && live.Load() {
-					notify(m.Message)
-				}
-			})
-			if !live.Load() && err != nil && rctx.Err() == nil {
-				failed <- err
-				return
-			} else if subscribed.Load() {
-				backoff.Reset()
+		})
+		hctx = valkey.WithOnReceiveReturnHook(hctx, func(err error, cc valkey.CommandClient) error {
+			if ctx.Err() != nil && left.CompareAndSwap(false, true) && n.count(channel, -1) == 0 {
+				uctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+				defer cancel()
+				_ = cc.Do(uctx, cc.B().Unsubscribe().Channel(channel).Build()).Error()
 			}
-			if rctx.Err() != nil || n.closed.Load() || errors.Is(err, valkey.ErrClosing) || !backoff.Wait(rctx.Done()) {
-				return
+			return err
+		})
+		return n.client.Receive(hctx, n.client.B().Subscribe().Channel(channel).Build(), func(m valkey.PubSubMessage) {
+			if m.Channel == channel {
+				message(m.Message)
 			}
-		}
-	}()
-	stop = func() { cancel(); <-done }
-	select {
-	case <-confirmed:
-		return stop, nil
-	case err = <-failed:
-	case <-ctx.Done():
-		err = ctx.Err()
+		})
 	}
-	stop()
-	return nil, err
+	gone := func(err error) bool { return n.closed.Load() || errors.Is(err, valkey.ErrClosing) }
+	unsubscribe, err := driver.Resubscribe(ctx, receive, notify, gone)
+	if err != nil {
+		if left.CompareAndSwap(false, true) {
+			n.count(channel, -1)
+		}
+		return nil, err
+	}
+	return func() {
+		unsubscribe()
+		if left.CompareAndSwap(false, true) {
+			n.count(channel, -1)
+		}
+	}, nil
 }
 
 // count adds d to the node's watches of channel and returns their number.
