@@ -1,16 +1,12 @@
 package rueidis
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -137,11 +133,11 @@ func WithConnectWait(d time.Duration) DialOption {
 // back at once and connects again when used. A client still connecting
 // when the wait ends (a hung server) gets a node at once, whose calls wait
 // for the client within their own context (for core, a node timeout, as
-// for any hung server) and then go through it; that node is not a *Node,
-// but has the same core capabilities. Should that NewClient fail (a
-// cluster none of whose seeds answered), its node fails every call with
-// rueidis's error. Dial sends no command beyond rueidis's connection
-// handshake.
+// for any hung server) and then go through it; that node is a
+// *driver.Late, not a *Node, with the same core capabilities. Should that
+// NewClient fail (a cluster none of whose seeds answered), its node fails
+// every call with rueidis's error. Dial sends no command beyond rueidis's
+// connection handshake.
 //
 // Each node owns its client: closing the node, as core.Locker.Close does,
 // closes it; a node still connecting cuts the connection attempt short
@@ -174,26 +170,36 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 			return nil, nil, err
 		}
 	}
-	builds := make([]*build, len(targets))
+	lates := make([]*driver.Late, len(targets))
 	for i, t := range targets {
-		builds[i] = startBuild(options[i], nodeName(t, c.cluster), c.cluster)
+		lates[i] = driver.StartLate(nodeName(t, c.cluster), c.cluster, newClient(options[i], c.cluster))
 	}
-	awaitBuilds(builds, c.wait)
-	nodes = make([]core.Node, 0, len(builds))
-	var errs []error
-	for _, b := range builds {
-		node, err := b.result()
-		if err != nil {
-			errs = append(errs, err)
-			continue
+	return driver.AwaitAll(lates, c.wait)
+}
+
+// newClient returns the build of a driver.Late: it makes the client of
+// options o, connecting through the Late's Dial, and the node over it.
+func newClient(o rueidis.ClientOption, cluster bool) func(*driver.Late) (driver.Node, error) {
+	return func(l *driver.Late) (driver.Node, error) {
+		o.DialCtxFn = l.DialFunc(o.DialCtxFn, o.DialFn) // rueidis's order: DialCtxFn, then DialFn
+		client, err := rueidis.NewClient(o)
+		if client == nil {
+			return nil, fmt.Errorf("rueidis: Dial: client of %s: %w", l, err)
 		}
-		nodes = append(nodes, node)
+		// With ForceSingleClient, err is the first dial's failure, and the
+		// client dials again when used.
+		if cluster && client.Mode() != rueidis.ClientModeCluster {
+			client.Close()
+			return nil, fmt.Errorf("%w: rueidis: Dial: WithCluster(true), but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster(true)",
+				core.ErrInvalidArgument, l, client.Mode())
+		}
+		node, err := New(client, WithName(l.String()), WithCloseClient(true))
+		if err != nil {
+			client.Close()
+			return nil, err
+		}
+		return node, nil
 	}
-	if len(errs) > 0 {
-		_ = driver.CloseAll(nodes)()
-		return nil, nil, errors.Join(errs...)
-	}
-	return nodes, driver.CloseAll(nodes), nil
 }
 
 // prepareDial checks Dial's arguments and returns the trimmed addresses
@@ -276,296 +282,4 @@ func optionFault(o *rueidis.ClientOption, addrs []string, cluster bool) string {
 		return "set ClientOption.Standalone (replicas or redirects): the client would send commands to other servers than its primary; " + dialAdvice
 	}
 	return ""
-}
-
-// build is one rueidis.NewClient running on a goroutine of its own, and
-// the node made over its client.
-type build struct {
-	name    string
-	cluster bool
-	gate    *dialGate
-	done    chan struct{} // closed when NewClient has returned and node or err is set
-	node    *Node
-	err     error
-}
-
-// startBuild starts making the client of options o and its node, named
-// name.
-func startBuild(o rueidis.ClientOption, name string, cluster bool) *build {
-	b := &build{name: name, cluster: cluster, gate: newDialGate(), done: make(chan struct{})}
-	o.DialCtxFn = b.gate.wrap(baseDial(&o))
-	go b.run(o)
-	return b
-}
-
-func (b *build) run(o rueidis.ClientOption) {
-	defer close(b.done)
-	client, err := rueidis.NewClient(o)
-	b.gate.finish()
-	if client == nil {
-		b.err = fmt.Errorf("rueidis: Dial: client of %s: %w", b.name, err)
-		return
-	}
-	// With ForceSingleClient, err is the first dial's failure, and the
-	// client dials again when used.
-	if b.cluster && client.Mode() != rueidis.ClientModeCluster {
-		client.Close()
-		b.err = fmt.Errorf("%w: rueidis: Dial: WithCluster(true), but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster(true)",
-			core.ErrInvalidArgument, b.name, client.Mode())
-		return
-	}
-	node, err := New(client, WithName(b.name), WithCloseClient(true))
-	if err != nil {
-		client.Close()
-		b.err = err
-		return
-	}
-	b.node = node
-}
-
-// result returns the node of b: the *Node over its client once NewClient
-// has returned, or, while it has not, a node that waits for it.
-func (b *build) result() (core.Node, error) {
-	select {
-	case <-b.done:
-		if b.err != nil {
-			return nil, b.err
-		}
-		return b.node, nil
-	default:
-		return &lateNode{b: b}, nil
-	}
-}
-
-// awaitBuilds waits until every build is done or wait has passed.
-func awaitBuilds(builds []*build, wait time.Duration) {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for _, b := range builds {
-		select {
-		case <-b.done:
-		case <-timer.C:
-			return
-		}
-	}
-}
-
-// dialFunc is the type of rueidis.ClientOption.DialCtxFn.
-type dialFunc = func(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error)
-
-// baseDial returns how rueidis would dial with o: through o's DialCtxFn or
-// DialFn, or as rueidis does by default.
-func baseDial(o *rueidis.ClientOption) dialFunc {
-	if o.DialCtxFn != nil {
-		return o.DialCtxFn
-	}
-	if fn := o.DialFn; fn != nil {
-		return func(_ context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error) {
-			return fn(dst, dialer, cfg)
-		}
-	}
-	return func(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error) {
-		if cfg != nil {
-			return (&tls.Dialer{NetDialer: dialer, Config: cfg}).DialContext(ctx, "tcp", dst)
-		}
-		return dialer.DialContext(ctx, "tcp", dst)
-	}
-}
-
-// errConnectAborted fails a connection attempt cut short by the node's
-// Close.
-var errConnectAborted = errors.New("rueidis: the node was closed while its client was connecting")
-
-// dialGate lets a node's Close cut short a NewClient that has not
-// returned: rueidis connects and runs its handshake (HELLO) inside
-// NewClient, with no context of the caller's, for up to its dial timeout
-// when a server is hung. Until NewClient returns, the gate cancels the
-// dials in progress on abort and closes the connections they made, so
-// that the handshake fails at once; after, it lets dials through as they
-// are.
-type dialGate struct {
-	ctx    context.Context // ends at abort
-	cancel context.CancelFunc
-
-	mu      sync.Mutex
-	making  bool       // NewClient has not returned
-	aborted bool       // abort was called
-	conns   []net.Conn // made while making
-}
-
-func newDialGate() *dialGate {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &dialGate{ctx: ctx, cancel: cancel, making: true}
-}
-
-// wrap returns dial, watched by the gate.
-func (g *dialGate) wrap(dial dialFunc) dialFunc {
-	return func(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error) {
-		g.mu.Lock()
-		making, aborted := g.making, g.aborted
-		g.mu.Unlock()
-		switch {
-		case aborted:
-			return nil, errConnectAborted
-		case !making:
-			return dial(ctx, dst, dialer, cfg)
-		}
-		ctx, cancel := context.WithCancel(ctx)
-		stop := context.AfterFunc(g.ctx, cancel)
-		conn, err := dial(ctx, dst, dialer, cfg)
-		stop()
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if !g.keep(conn) {
-			_ = conn.Close()
-			return nil, errConnectAborted
-		}
-		return conn, nil
-	}
-}
-
-// keep records conn, made while NewClient runs, so that abort can close
-// it; it reports false when abort came first.
-func (g *dialGate) keep(conn net.Conn) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.aborted {
-		return false
-	}
-	if g.making {
-		g.conns = append(g.conns, conn)
-	}
-	return true
-}
-
-// finish records that NewClient has returned: its connections belong to
-// the client from now on.
-func (g *dialGate) finish() {
-	g.mu.Lock()
-	g.making, g.conns = false, nil
-	g.mu.Unlock()
-}
-
-// abort cuts short the dials and handshakes of a NewClient still running.
-func (g *dialGate) abort() {
-	g.mu.Lock()
-	g.aborted = true
-	conns := g.conns
-	g.conns = nil
-	g.mu.Unlock()
-	g.cancel()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
-// lateNode is the node of a client that NewClient was still making when
-// Dial returned (a hung server). Each call waits for the client within its
-// own context, then goes through the *Node made over it; to core, the
-// wait looks like a server that does not answer. Close cuts the
-// connection attempt short, waits for NewClient to return and closes the
-// client.
-type lateNode struct {
-	b      *build
-	closed atomic.Bool
-	once   sync.Once
-}
-
-var (
-	_ driver.Batcher = (*lateNode)(nil)
-	_ driver.Watcher = (*lateNode)(nil)
-	_ driver.Sharded = (*lateNode)(nil)
-)
-
-// ready waits within ctx for the client and returns the node over it.
-func (n *lateNode) ready(ctx context.Context) (*Node, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if n.closed.Load() {
-		return nil, rueidis.ErrClosing
-	}
-	select {
-	case <-n.b.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if n.b.err != nil {
-		return nil, n.b.err
-	}
-	return n.b.node, nil
-}
-
-// SetNX implements core.Node.
-func (n *lateNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	node, err := n.ready(ctx)
-	if err != nil {
-		return false, err
-	}
-	return node.SetNX(ctx, key, value, ttl)
-}
-
-// EvalSHA implements core.Node.
-func (n *lateNode) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	node, err := n.ready(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return node.EvalSHA(ctx, sha, keys, args)
-}
-
-// Eval implements core.Node.
-func (n *lateNode) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	node, err := n.ready(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return node.Eval(ctx, script, keys, args)
-}
-
-// EvalBatch implements driver.Batcher.
-func (n *lateNode) EvalBatch(ctx context.Context, calls []driver.Call) {
-	node, err := n.ready(ctx)
-	if err != nil {
-		driver.FailAll(calls, err)
-		return
-	}
-	node.EvalBatch(ctx, calls)
-}
-
-// Watch implements driver.Watcher.
-func (n *lateNode) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
-	node, err := n.ready(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return node.Watch(ctx, channel, notify)
-}
-
-// Classify implements core.Node as Node.Classify does.
-func (n *lateNode) Classify(err error) driver.ErrorKind {
-	var classifier Node
-	return classifier.Classify(err)
-}
-
-// Sharded implements driver.Sharded: true for a cluster.
-func (n *lateNode) Sharded() bool { return n.b.cluster }
-
-// String returns the node's name.
-func (n *lateNode) String() string { return n.b.name }
-
-// Close cuts short the client's connection attempt, waits for NewClient to
-// return and closes the client; later calls return nil at once.
-func (n *lateNode) Close() error {
-	n.once.Do(func() {
-		n.closed.Store(true)
-		n.b.gate.abort()
-		<-n.b.done
-		if n.b.node != nil {
-			_ = n.b.node.Close()
-		}
-	})
-	return nil
 }

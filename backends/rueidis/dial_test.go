@@ -3,9 +3,11 @@ package rueidis_test
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,30 +75,11 @@ func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
 	}
 	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
 }
-
-// Dial does not wait for a server that is down: the other two are a
-// quorum, and the third node works once its server is up.
-func TestDialWithAServerDown(t *testing.T) {
-	t.Parallel()
-	port, err := redistest.FreePort()
-	require.NoError(t, err)
-	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), "127.0.0.1:" + strconv.Itoa(port)}
-
-	begin := time.Now()
-	nodes, closeAll, err := qlrueidis.Dial(addrs)
-	require.NoError(t, err)
-	assert.Less(t, time.Since(begin), time.Second)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err, "two of three are a quorum")
-	require.NoError(t, lock.Release(dialCtx(t)))
-
-	dialServer(t, redistest.WithPort(port))
-	requireHeldEverywhere(t, locker, addrs)
+// What every backend's Dial promises (redistest.RunDial).
+func TestDial(t *testing.T) {
+	redistest.RunDial(t, "rueidis", func(addrs []string) ([]core.Node, func() error, error) { return qlrueidis.Dial(addrs) })
 }
+
 
 // Dial does not wait for a server that is hung (rueidis would connect to
 // it for its dial timeout, 5 s): its node waits for the client within each
@@ -116,8 +99,7 @@ func TestDialWithAServerHung(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, took, time.Second)
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	_, made := nodes[1].(*qlrueidis.Node)
-	assert.False(t, made, "the hung server's client is still connecting")
+	require.IsType(t, (*driver.Late)(nil), nodes[1], "the hung server's client is still connecting")
 	assert.Equal(t, hung.Addr(), nodes[1].String())
 	assert.Implements(t, (*driver.Batcher)(nil), nodes[1])
 	assert.Implements(t, (*driver.Watcher)(nil), nodes[1])
@@ -200,10 +182,6 @@ func TestDialRefusesBadInput(t *testing.T) {
 		opts  []qlrueidis.DialOption
 		want  string
 	}{
-		{"no addresses", nil, nil, "rueidis: Dial: no addresses"},
-		{"empty address", []string{" "}, nil, `address 0 is empty (" ")`},
-		{"no port", []string{"127.0.0.1:7001", "10.0.0.3"}, nil, `address "10.0.0.3" has no port`},
-		{"same address twice", []string{"127.0.0.1:7001", "127.0.0.1:7001"}, nil, `address "127.0.0.1:7001" is given twice (addresses 0 and 1)`},
 		{"negative wait", addrs, []qlrueidis.DialOption{qlrueidis.WithConnectWait(-time.Second)}, "WithConnectWait(-1s): the wait is negative"},
 		{"other address", addrs, option(func(o *rueidis.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }),
 			`changed ClientOption.InitAddress from ["127.0.0.1:7001"] to ["10.0.0.9:6379"]`},
@@ -263,6 +241,38 @@ func TestDialOptionsAndNames(t *testing.T) {
 	defer cancel()
 	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
 	require.Error(t, err)
+}
+
+// A dial function of the user's, DialCtxFn or the deprecated DialFn, is
+// the one the client connects with.
+func TestDialUsesTheDialFunction(t *testing.T) {
+	t.Parallel()
+	srv := dialServer(t)
+	for name, set := range map[string]func(o *rueidis.ClientOption, dialed *atomic.Int32){
+		"DialCtxFn": func(o *rueidis.ClientOption, dialed *atomic.Int32) {
+			o.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+				dialed.Add(1)
+				return d.DialContext(ctx, "tcp", dst)
+			}
+		},
+		"DialFn": func(o *rueidis.ClientOption, dialed *atomic.Int32) {
+			o.DialFn = func(dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+				dialed.Add(1)
+				return d.Dial("tcp", dst)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var dialed atomic.Int32
+			nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithConnectWait(5*time.Second),
+				qlrueidis.WithClientOption(func(o *rueidis.ClientOption) { set(o, &dialed) }))
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, closeAll()) })
+			_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+			require.NoError(t, err)
+			assert.Positive(t, dialed.Load())
+		})
+	}
 }
 
 // Nil means unset: a nil DialOption is skipped, a nil function or TLS
@@ -331,37 +341,6 @@ func TestDialCluster(t *testing.T) {
 	_, _, err = qlrueidis.Dial([]string{dialServer(t).Addr()}, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "is not a Redis Cluster")
-}
-
-// closeAll closes every client, may be called again, also after the
-// Locker's Close, and leaves no goroutine behind.
-func TestDialCloseAll(t *testing.T) {
-	addrs := []string{dialServer(t).Addr(), dialServer(t).Addr(), dialServer(t).Addr(), redistest.DeadAddr(t), redistest.SilentAddr(t)}
-	ignore := goleak.IgnoreCurrent()
-
-	nodes, closeAll, err := qlrueidis.Dial(addrs)
-	require.NoError(t, err)
-	for _, n := range nodes {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		_, _ = n.Eval(ctx, "return 1", nil, nil) // connect, or fail to
-		cancel()
-	}
-	require.NoError(t, closeAll())
-	require.NoError(t, closeAll(), "idempotent")
-	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
-	require.ErrorIs(t, err, rueidis.ErrClosing)
-	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
-
-	nodes, closeAll, err = qlrueidis.Dial(addrs)
-	require.NoError(t, err)
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
-	require.NoError(t, err)
-	require.NoError(t, locker.Close(), "releases the lock and closes the nodes")
-	assert.ErrorIs(t, lock.Err(), core.ErrReleased)
-	require.NoError(t, closeAll(), "after the Locker's Close")
-	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
 }
 
 // WithCredentials authenticates; without it, a server with a password

@@ -124,15 +124,19 @@ func (l *Late) Dial(ctx context.Context, dial func(context.Context) (net.Conn, e
 	return conn, err
 }
 
-// DialFunc returns dial, or when it is nil a dial of TCP, with TLS when
-// cfg is set, running through Dial: a ClientOption.DialCtxFn of rueidis
-// or valkey-go for the client that build makes.
-func (l *Late) DialFunc(dial func(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error)) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
+// DialFunc returns a ClientOption.DialCtxFn of rueidis or valkey-go for
+// the client that build makes, running through Dial: the client's own
+// dialCtx, or else its dial (the older DialFn, which takes no context),
+// or else a dial of TCP, with TLS when cfg is set.
+func (l *Late) DialFunc(dialCtx func(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error),
+	dial func(dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error)) func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
 	return func(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
 		return l.Dial(ctx, func(ctx context.Context) (net.Conn, error) {
 			switch {
+			case dialCtx != nil:
+				return dialCtx(ctx, dst, d, cfg)
 			case dial != nil:
-				return dial(ctx, dst, d, cfg)
+				return dial(dst, d, cfg)
 			case cfg != nil:
 				return (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", dst)
 			}
