@@ -75,11 +75,11 @@ func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
 	}
 	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
 }
+
 // What every backend's Dial promises (redistest.RunDial).
 func TestDial(t *testing.T) {
 	redistest.RunDial(t, "rueidis", func(addrs []string) ([]core.Node, func() error, error) { return qlrueidis.Dial(addrs) })
 }
-
 
 // Dial does not wait for a server that is hung (rueidis would connect to
 // it for its dial timeout, 5 s): its node waits for the client within each

@@ -356,7 +356,7 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		}
 		lates = append(lates, driver.StartLate(name, c.cluster, func(l *driver.Late) (driver.Node, error) {
 			o.DialCtxFn = l.DialFunc(o.DialCtxFn, o.DialFn) // valkey-go's order: DialCtxFn, then DialFn
-			client, err := valkey.NewClient(o) // with ForceSingleClient, a client even if the server is down
+			client, err := valkey.NewClient(o)              // with ForceSingleClient, a client even if the server is down
 			if client == nil {
 				return nil, fmt.Errorf("valkey: Dial: client of %s: %w", name, err)
 			}
