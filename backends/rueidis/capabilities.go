@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -114,113 +113,43 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func(message st
 	if !ok {
 		return nil, fmt.Errorf("rueidis: client %T has no Receive method: %w", n.client, errors.ErrUnsupported)
 	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &watch{
-		node:      n,
-		channel:   channel,
-		notify:    notify,
-		cancel:    cancel,
-		confirmed: make(chan struct{}),
-		failed:    make(chan error, 1),
-		done:      make(chan struct{}),
-	}
 	n.addWatch(channel)
-	go w.run(rctx, recv)
-	select {
-	case <-w.confirmed:
-		return w.stop, nil
-	case err = <-w.failed:
-	case <-ctx.Done():
-		err = ctx.Err()
+	var once sync.Once
+	var last bool
+	unwatch := func() bool { // takes the watch off the node's count, once
+		once.Do(func() { last = n.removeWatch(channel) })
+		return last
 	}
-	w.stop()
-	return nil, err
-}
-
-// watch is one subscription of Watch.
-type watch struct {
-	node      *Node
-	channel   string
-	notify    func(message string)
-	cancel    context.CancelFunc
-	confirmed chan struct{} // closed at the first confirmation
-	live      atomic.Bool   // confirmed: messages count from now on
-	failed    chan error    // the error that ended Receive before it
-	done      chan struct{} // closed when the goroutine has ended
-	leave     sync.Once     // takes the watch off the node's count
-	last      bool          // it was the node's last watch of channel
-}
-
-func (w *watch) stop() {
-	w.cancel()
-	<-w.done
-}
-
-// unwatch takes the watch off the node's count, once, and reports
-// whether it was the node's last watch of its channel.
-func (w *watch) unwatch() bool {
-	w.leave.Do(func() { w.last = w.node.removeWatch(w.channel) })
-	return w.last
-}
-
-// run calls Receive until ctx ends (stop), subscribing again when it
-// returns early.
-func (w *watch) run(ctx context.Context, recv receiver) {
-	defer close(w.done)
-	defer w.unwatch()
-	backoff := driver.MinBackoff
-	for {
-		var subscribed atomic.Bool
-		hook := func(s rueidis.PubSubSubscription) {
-			// Runs on rueidis's reading goroutine, also when another
-			// Receive on the connection subscribes to the same channel:
-			// only the first confirmation of this attempt counts.
-			if s.Kind != "subscribe" || s.Channel != w.channel || !subscribed.CompareAndSwap(false, true) {
-				return
+	receive := func(ctx context.Context, subscribed func(), message func(string)) error {
+		// The hook runs on rueidis's reading goroutine, also when another
+		// Receive on the connection subscribes to the same channel;
+		// Resubscribe counts one confirmation per attempt.
+		rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+			if s.Kind == "subscribe" && s.Channel == channel {
+				subscribed()
 			}
-			if w.live.CompareAndSwap(false, true) {
-				close(w.confirmed)
-			} else {
-				w.notify("") // subscribed again: a release may have been missed
-			}
-		}
-		rctx := rueidis.WithOnSubscriptionHook(ctx, hook)
+		})
 		rctx = rueidis.WithOnReceiveReturnHook(rctx, func(err error, cc rueidis.CommandClient) error {
-			if ctx.Err() != nil && w.unwatch() {
+			if ctx.Err() != nil && unwatch() {
 				uctx, cancel := context.WithTimeout(context.Background(), unsubscribeTimeout)
-				_ = cc.Do(uctx, cc.B().Unsubscribe().Channel(w.channel).Build()).Error()
+				_ = cc.Do(uctx, cc.B().Unsubscribe().Channel(channel).Build()).Error()
 				cancel()
 			}
 			return err
 		})
-		cmd := w.node.client.B().Subscribe().Channel(w.channel).Build()
-		err := recv.Receive(rctx, cmd, func(m rueidis.PubSubMessage) {
-			if m.Channel == w.channel && w.live.Load() {
-				w.notify(m.Message)
+		return recv.Receive(rctx, n.client.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) {
+			if m.Channel == channel {
+				message(m.Message)
 			}
 		})
-		switch {
-		case ctx.Err() != nil:
-			return // stopped
-		case !w.live.Load() && err != nil:
-			w.failed <- err
-			return
-		case w.node.closed.Load(), errors.Is(err, rueidis.ErrClosing):
-			return // the client is closed: nothing more will come
-		}
-		if subscribed.Load() {
-			backoff = driver.MinBackoff
-		}
-		// Receive returned nil (the channel was unsubscribed on the
-		// connection, by another watch's stop) or the connection broke:
-		// subscribe again.
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, driver.MaxBackoff)
 	}
+	gone := func(err error) bool { return n.closed.Load() || errors.Is(err, rueidis.ErrClosing) }
+	unsubscribe, err := driver.Resubscribe(ctx, receive, notify, gone)
+	if err != nil {
+		unwatch()
+		return nil, err
+	}
+	return func() { unsubscribe(); unwatch() }, nil
 }
 
 // addWatch counts a watch of channel.
