@@ -45,7 +45,7 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	if l.obs == nil {
 		return l.acquireLoop(ctx, key, tries)
 	}
-	ctx = startWith(l.obs, ctx, EventAcquire, key)
+	ctx = l.begin(ctx, EventAcquire, key)
 	start := l.o.clock.Now()
 	lock, err := l.acquireLoop(ctx, key, tries)
 	l.observeAcquire(ctx, key, start, lock, err)

@@ -184,8 +184,10 @@ func (e *QuorumError) Error() string {
 	if errors.Is(e.Reason, ErrValidityExpired) {
 		fmt.Fprintf(&b, ", validity %v", e.Validity)
 	}
-	if wait, ok := guardWait(e.Nodes, e.Quorum); ok && e.Reason == ErrNodeRestarted {
-		fmt.Fprintf(&b, ", enough nodes vote %v after the last try", wait)
+	if e.Reason == ErrNodeRestarted {
+		if wait, ok := guardWait(e.Nodes, e.Quorum); ok {
+			fmt.Fprintf(&b, ", enough nodes vote %v after the last try", wait)
+		}
 	}
 	b.WriteString(" [")
 	for i, n := range e.Nodes {

@@ -2,8 +2,14 @@ package core
 
 import "github.com/quorumlock/quorumlock/core/driver"
 
-// WithClock sets the clock of the Locker's validity and retry waits.
-func WithClock(c driver.Clock) Option { return withClock(c) }
+// WithClock sets the clock of the Locker's validity and retry waits; a
+// nil one keeps driver.SystemClock(). Only tests set it.
+func WithClock(c driver.Clock) Option {
+	if driver.IsNil(c) {
+		return optionFunc{func(*options) {}, "WithClock(nil)"}
+	}
+	return optionFunc{func(o *options) { o.clock = c }, "WithClock(...)"}
+}
 
 // SetKeeperAddHook makes f run as the keeper starts adding a lock, until
 // the returned function restores the previous hook.

@@ -39,9 +39,8 @@ func (l *Locker) setGuard() error {
 	}
 	l.guarded = make([]bool, len(l.nodes))
 	watched := false
-	for i, n := range l.nodes {
-		s, ok := n.(driver.Sharded)
-		l.guarded[i] = !ok || !s.Sharded()
+	for i := range l.nodes {
+		l.guarded[i] = !l.sharded(i)
 		watched = watched || l.guarded[i]
 	}
 	if !watched && l.o.guardSet {

@@ -336,7 +336,7 @@ func (k *Lock) release(ctx context.Context) error {
 	l := k.locker
 	var start time.Time // read only for an Observer
 	if l.obs != nil {
-		ctx = startWith(l.obs, ctx, EventRelease, k.key)
+		ctx = l.begin(ctx, EventRelease, k.key)
 		start = l.o.clock.Now()
 	}
 	if state != stateReleased { // no renewal may follow the release
@@ -478,7 +478,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	}
 
 	if l.obs != nil {
-		ctx = startWith(l.obs, ctx, EventExtend, k.key)
+		ctx = l.begin(ctx, EventExtend, k.key)
 	}
 	kv := []string{k.rkey, k.value, l.ttlMillis}
 	keys, args := kv[:1:1], kv[1:]

@@ -29,7 +29,8 @@ type Locker struct {
 	order  []int   // node indexes by name: the order a woken waiter asks in
 	herald int     // order[0]: the node that publishes releases and queues waiters
 
-	obs Observer // nil: none
+	obs   Observer  // nil: none
+	hooks []starter // the Observers' start hooks (observer.go)
 
 	queueTTL  string // expiry of a wait queue, in milliseconds
 	ttlMillis string // the TTL in milliseconds, for scripts
@@ -103,13 +104,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	}
 	l.queueTTL = millis(max(queueTTL, time.Second))
 	l.ttlMillis = millis(o.ttl)
-	switch len(o.observers) {
-	case 0:
-	case 1:
-		l.obs = o.observers[0]
-	default:
-		l.obs = observers(slices.Clone(o.observers))
-	}
+	l.obs, l.hooks = observing(o.observers)
 	if err := l.setGuard(); err != nil {
 		return nil, err
 	}

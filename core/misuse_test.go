@@ -120,6 +120,13 @@ func TestMisuseNew(t *testing.T) {
 		assert.Equal(t, want.String(), l.String())
 		lock, err := l.TryAcquire(t.Context(), "k")
 		require.NoError(t, err)
+		// Held: Acquire waits between rounds as the default retry policy
+		// says (no less than 50 ms), until its context ends.
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		_, err = l.Acquire(ctx, "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NoError(t, lock.Release(t.Context()))
 	})
 	t.Run("ttl_below_1ms", func(t *testing.T) {

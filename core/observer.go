@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -155,18 +156,36 @@ func (os observers) Observe(ctx context.Context, e Event) {
 	}
 }
 
-func (os observers) Start(ctx context.Context, kind EventKind, key string) context.Context {
-	for _, o := range os {
-		ctx = startWith(o, ctx, kind, key)
+// observing returns what New keeps of the Observers given: one Observer
+// that reports to them all, in order (nil for none), and their start
+// hooks, found once here rather than at every operation.
+func observing(given []Observer) (Observer, []starter) {
+	var hooks []starter
+	for _, o := range given {
+		if s, ok := o.(starter); ok {
+			hooks = append(hooks, s)
+		}
 	}
-	return ctx
+	switch len(given) {
+	case 0:
+		return nil, nil
+	case 1:
+		return given[0], hooks
+	}
+	return observers(slices.Clone(given)), hooks
 }
 
-// startWith calls o's start hook, if any, and returns the context to use.
-func startWith(o Observer, ctx context.Context, kind EventKind, key string) context.Context {
-	if s, ok := o.(starter); ok && ctx != nil {
+// begin runs the start hooks as an operation of kind on key begins, and
+// returns the context the operation goes on with: each hook gets the one
+// the hook before returned (nil keeps it). A nil ctx, which the operation
+// refuses, starts nothing.
+func (l *Locker) begin(ctx context.Context, kind EventKind, key string) context.Context {
+	if ctx == nil {
+		return ctx
+	}
+	for _, s := range l.hooks {
 		if c := s.Start(ctx, kind, key); c != nil {
-			return c
+			ctx = c
 		}
 	}
 	return ctx

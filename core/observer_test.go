@@ -189,3 +189,133 @@ func TestReason(t *testing.T) {
 		assert.Equal(t, want, k.String())
 	}
 }
+
+// chainKey is the context key under which the start hooks of
+// TestObserverStart leave their names.
+type chainKey struct{}
+
+// chainOf returns the names the start hooks left in ctx.
+func chainOf(ctx context.Context) string {
+	s, _ := ctx.Value(chainKey{}).(string)
+	return s
+}
+
+// starting is an Observer with a start hook: it logs each start, then
+// adds its name to the context's chain, or returns nil when it has none.
+type starting struct {
+	name string
+	mu   *sync.Mutex
+	log  *[]string
+}
+
+func (s starting) Start(ctx context.Context, kind core.EventKind, key string) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*s.log = append(*s.log, s.name+" starts "+kind.String()+" "+key+" after ["+chainOf(ctx)+"]")
+	if s.name == "" {
+		return nil // keeps the context
+	}
+	return context.WithValue(ctx, chainKey{}, chainOf(ctx)+s.name)
+}
+
+func (s starting) Observe(ctx context.Context, e core.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*s.log = append(*s.log, "observed "+e.Kind.String()+" in ["+chainOf(ctx)+"]")
+}
+
+// ctxNode records the start hooks' chain that reaches each node call.
+type ctxNode struct {
+	*memory.Node
+	mu   *sync.Mutex
+	seen map[string]bool
+}
+
+func (n ctxNode) see(ctx context.Context) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.seen[chainOf(ctx)] = true
+}
+
+func (n ctxNode) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
+	n.see(ctx)
+	return n.Node.SetNX(ctx, key, value, ttl)
+}
+
+func (n ctxNode) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
+	n.see(ctx)
+	return n.Node.EvalSHA(ctx, sha, keys, args)
+}
+
+func (n ctxNode) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
+	n.see(ctx)
+	return n.Node.Eval(ctx, script, keys, args)
+}
+
+// TestObserverStart: the Observers' start hooks run in order as Acquire,
+// TryAcquire, Extend and Release begin, each given the context the one
+// before returned (nil keeps it); the node calls and every Observe get the
+// last one. A nil context starts nothing, and the keep-alive's extensions
+// have no start.
+func TestObserverStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var log []string
+		seen := map[string]bool{}
+		mems := memory.NewNodes(3)
+		nodes := make([]core.Node, len(mems))
+		for i, m := range mems {
+			nodes[i] = ctxNode{Node: m, mu: &mu, seen: seen}
+		}
+		hook := func(name string) core.Observer { return starting{name: name, mu: &mu, log: &log} }
+		plain := core.ObserverFunc(func(ctx context.Context, e core.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			log = append(log, "plain observed "+e.Kind.String()+" in ["+chainOf(ctx)+"]")
+		})
+		l, err := core.New(nodes, core.WithObserver(hook("a")), core.WithObserver(plain),
+			core.WithObserver(hook("")), core.WithObserver(hook("b")))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Close()) }()
+		take := func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			out := log
+			log = nil
+			return out
+		}
+		want := func(kind string) []string {
+			return []string{
+				"a starts " + kind + " k after []", " starts " + kind + " k after [a]", "b starts " + kind + " k after [a]",
+				"observed " + kind + " in [ab]", "plain observed " + kind + " in [ab]", "observed " + kind + " in [ab]", "observed " + kind + " in [ab]",
+			}
+		}
+
+		lock, err := l.Acquire(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, want("acquire"), take())
+		require.NoError(t, lock.Extend(t.Context()))
+		assert.Equal(t, want("extend"), take())
+		require.NoError(t, lock.Release(t.Context()))
+		assert.Equal(t, want("release"), take())
+		lock, err = l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Equal(t, want("acquire"), take())
+		mu.Lock()
+		assert.Equal(t, map[string]bool{"ab": true}, seen, "every node call in the hooks' context")
+		mu.Unlock()
+
+		var nilCtx context.Context // refused: no start
+		_, err = l.Acquire(nilCtx, "k")
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+		assert.Equal(t, []string{"observed acquire in []", "plain observed acquire in []", "observed acquire in []", "observed acquire in []"},
+			take(), "no start for a nil context")
+
+		require.NoError(t, lock.KeepAlive())
+		time.Sleep(l.TTL()/core.DefaultKeepAliveDivisor + time.Millisecond) // one renewal
+		synctest.Wait()
+		assert.Equal(t, []string{"observed extend in []", "plain observed extend in []", "observed extend in []", "observed extend in []"},
+			take(), "a renewal has no start")
+		require.NoError(t, lock.Release(t.Context()))
+	})
+}

@@ -164,14 +164,6 @@ func WithKeyPrefix(prefix string) Option {
 	return optionFunc{func(o *options) { o.keyPrefix = prefix }, "WithKeyPrefix(" + strconv.Quote(prefix) + ")"}
 }
 
-// withClock sets the clock, for tests. Default: driver.SystemClock().
-func withClock(c driver.Clock) Option {
-	if driver.IsNil(c) {
-		return optionFunc{func(*options) {}, "WithClock(nil)"}
-	}
-	return optionFunc{func(o *options) { o.clock = c }, "WithClock(...)"}
-}
-
 // WithKeepAlive sets how often a kept-alive lock (Lock.KeepAlive,
 // Locker.Do) is extended: each extension starts this long after the start
 // of the round that last set its validity. It must be positive and leave

@@ -45,3 +45,31 @@ func TestFailAll(t *testing.T) {
 		assert.Nil(t, c.Reply)
 	}
 }
+
+// CheckAddrs takes IPv6 addresses in brackets and named ports, trims
+// spaces, and refuses anything that is not one "host:port" per server.
+func TestCheckAddrs(t *testing.T) {
+	got, err := driver.CheckAddrs("pkg", []string{" 10.0.0.1:6379", "[::1]:6379 ", "[fe80::1%eth0]:7000", "redis.internal:redis", "[::1]:65535"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"10.0.0.1:6379", "[::1]:6379", "[fe80::1%eth0]:7000", "redis.internal:redis", "[::1]:65535"}, got)
+
+	for _, tc := range []struct {
+		addrs []string
+		want  string
+	}{
+		{nil, `pkg: Dial: no addresses: give one "host:port" per server`},
+		{[]string{"[::1]:6379", "\t"}, `pkg: Dial: address 1 is empty ("\t")`},
+		{[]string{"::1:6379"}, `pkg: Dial: address "::1:6379" is not host:port (too many colons in address): want "host:port", such as "10.0.0.1:6379"`},
+		{[]string{"[::1]"}, `pkg: Dial: address "[::1]" has no port: want "host:port", such as "10.0.0.1:6379"`},
+		{[]string{"[::1]:"}, `pkg: Dial: address "[::1]:" has no port: want "host:port", such as "10.0.0.1:6379"`},
+		{[]string{"redis.internal"}, `pkg: Dial: address "redis.internal" has no port: want "host:port", such as "10.0.0.1:6379"`},
+		{[]string{"[::1]:0"}, `pkg: Dial: address "[::1]:0" has port 0, outside 1-65535`},
+		{[]string{"[::1]:65536"}, `pkg: Dial: address "[::1]:65536" has port 65536, outside 1-65535`},
+		{[]string{"[::1]:6379", " [::1]:6379"}, `pkg: Dial: address "[::1]:6379" is given twice (addresses 0 and 1): one server would count twice`},
+	} {
+		got, err := driver.CheckAddrs("pkg", tc.addrs)
+		require.ErrorIs(t, err, driver.ErrInvalidArgument, "%q", tc.addrs)
+		assert.Equal(t, "quorumlock: invalid argument: "+tc.want, err.Error())
+		assert.Nil(t, got)
+	}
+}

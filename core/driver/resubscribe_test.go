@@ -92,6 +92,23 @@ func TestResubscribe(t *testing.T) {
 			assert.Nil(t, stop)
 		})
 	})
+	t.Run("stop, twice at once, during the pause before subscribing again", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			c := &conn{lose: make(chan struct{}), publish: make(chan string)}
+			stop, err := driver.Resubscribe(t.Context(), c.receive(nil), func(string) {}, func(error) bool { return false })
+			require.NoError(t, err)
+			c.drop()
+			synctest.Wait() // pausing for driver.MinBackoff
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(stop)
+			}
+			wg.Wait()
+			assert.Zero(t, time.Since(start), "the pause is cut short")
+			assert.Equal(t, 1, c.attempts, "no attempt after stop")
+		})
+	})
 	t.Run("a closed client ends the goroutine", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c := &conn{lose: make(chan struct{}), publish: make(chan string)}
