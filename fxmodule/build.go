@@ -14,10 +14,10 @@ import (
 // Dial. Each node owns its client: the Locker's Close closes the node,
 // which closes the client. On error, Dial has closed what it made.
 //
-// A rueidis client connects when it is made: Dial waits for the clients
-// at most the start-up check's PingTimeout, which a client still
-// connecting then would fail anyway; its node waits for it within each
-// call.
+// rueidis and valkey-go clients connect when made: their Dial waits one
+// node timeout at most, and the node of a client still connecting (a
+// hung server) waits for it within each call, so the start-up check finds
+// it within PingTimeout.
 func buildNodes(c *Config) ([]core.Node, error) {
 	if len(c.Addrs) == 0 {
 		return nil, invalidConfig(fmt.Errorf("fxmodule: Config.Addrs is empty and no node was contributed to group %q: give the servers' addresses", NodesGroup))
@@ -26,40 +26,21 @@ func buildNodes(c *Config) ([]core.Node, error) {
 		nodes []core.Node
 		err   error
 	)
+	// WithTLSConfig turns TLS on when given a configuration, and a nil one
+	// changes nothing, as Config.TLSConfig means.
 	switch c.driver() {
 	case DriverGoRedis:
-		opts := []goredis.DialOption{goredis.WithCredentials(c.Username, c.Password)}
-		if c.TLS || c.TLSConfig != nil {
-			opts = append(opts, goredis.WithTLS(true), goredis.WithTLSConfig(c.TLSConfig))
-		}
-		if c.Cluster {
-			opts = append(opts, goredis.WithCluster(true))
-		}
-		nodes, _, err = goredis.Dial(c.Addrs, opts...)
+		nodes, _, err = goredis.Dial(c.Addrs, goredis.WithCredentials(c.Username, c.Password),
+			goredis.WithTLS(c.TLS), goredis.WithTLSConfig(c.TLSConfig), goredis.WithCluster(c.Cluster))
 	case DriverRedigo:
-		opts := []redigo.DialOption{redigo.WithCredentials(c.Username, c.Password)}
-		if c.TLS || c.TLSConfig != nil {
-			opts = append(opts, redigo.WithTLS(true), redigo.WithTLSConfig(c.TLSConfig))
-		}
-		nodes, _, err = redigo.Dial(c.Addrs, opts...)
+		nodes, _, err = redigo.Dial(c.Addrs, redigo.WithCredentials(c.Username, c.Password),
+			redigo.WithTLS(c.TLS), redigo.WithTLSConfig(c.TLSConfig))
 	case DriverRueidis:
-		opts := []qlrueidis.DialOption{qlrueidis.WithCredentials(c.Username, c.Password), qlrueidis.WithConnectWait(c.pingTimeout())}
-		if c.TLS || c.TLSConfig != nil {
-			opts = append(opts, qlrueidis.WithTLS(true), qlrueidis.WithTLSConfig(c.TLSConfig))
-		}
-		if c.Cluster {
-			opts = append(opts, qlrueidis.WithCluster(true))
-		}
-		nodes, _, err = qlrueidis.Dial(c.Addrs, opts...)
+		nodes, _, err = qlrueidis.Dial(c.Addrs, qlrueidis.WithCredentials(c.Username, c.Password),
+			qlrueidis.WithTLS(c.TLS), qlrueidis.WithTLSConfig(c.TLSConfig), qlrueidis.WithCluster(c.Cluster))
 	case DriverValkey:
-		// valkey.Dial waits for its clients one node timeout at most; the
-		// start-up check then waits for a client still connecting within
-		// PingTimeout, through its node.
-		opts := []qlvalkey.DialOption{qlvalkey.WithCredentials(c.Username, c.Password), qlvalkey.WithCluster(c.Cluster)}
-		if c.TLS || c.TLSConfig != nil {
-			opts = append(opts, qlvalkey.WithTLS(true), qlvalkey.WithTLSConfig(c.TLSConfig))
-		}
-		nodes, _, err = qlvalkey.Dial(c.Addrs, opts...)
+		nodes, _, err = qlvalkey.Dial(c.Addrs, qlvalkey.WithCredentials(c.Username, c.Password),
+			qlvalkey.WithTLS(c.TLS), qlvalkey.WithTLSConfig(c.TLSConfig), qlvalkey.WithCluster(c.Cluster))
 	default:
 		return nil, invalidConfig(fmt.Errorf("fxmodule: Config.Driver: unknown driver %q", c.Driver))
 	}

@@ -122,7 +122,7 @@ type Config struct {
 	RestartGuard time.Duration `yaml:"restart_guard" json:"restart_guard,omitempty"`
 
 	// DisableRestartGuard turns the restart guard off
-	// (core.WithoutRestartGuard). Default: false.
+	// (core.WithRestartGuard(0)). Default: false.
 	DisableRestartGuard bool `yaml:"disable_restart_guard" json:"disable_restart_guard,omitempty"`
 
 	// DisableWakeOnRelease turns off the hand-off of released locks to

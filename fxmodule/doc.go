@@ -106,11 +106,13 @@
 // The module builds each client with the settings its backend recommends
 // (goredis.ClientOptions and ClusterOptions, redigo.NewPool, rueidis's
 // and valkey's ClientOption, see the backends' docs), with Username,
-// Password and TLS added. The rueidis and valkey-go clients of independent
-// masters are single-server clients (ForceSingleClient), so that a server
-// down at start does not fail the client's construction and TolerateDown
-// can apply; goredis and redigo connect on first use anyway. A rueidis or
-// valkey-go cluster client connects when built, so a Redis Cluster that
-// cannot be reached fails the app's construction (with valkey-go, over
-// seeds that hang, its start-up check).
+// Password and TLS added, through each backend's Dial. The rueidis and
+// valkey-go clients of independent masters are single-server clients
+// (ForceSingleClient), so that a server down at start does not fail the
+// client's construction and TolerateDown can apply; goredis and redigo
+// connect on first use anyway. rueidis and valkey-go clients connect when
+// built, and Dial waits for them one node timeout at most: a hung server
+// costs the start-up check its PingTimeout, not more. A Redis Cluster
+// that cannot be reached fails the app's construction or its start-up
+// check.
 package fxmodule

@@ -102,6 +102,7 @@ func TestMisuseFxmodule(t *testing.T) {
 		require.ErrorIs(t, err, core.ErrUnavailable)
 		require.ErrorContains(t, err, "fxmodule: 3 of 3 quorumlock nodes unreachable at start (tolerated: 1, quorum: 2): node "+dead+": dial tcp "+dead+": connect: connection refused")
 		require.ErrorContains(t, err, "node "+silent+": ", "i/o timeout, or context deadline exceeded: whichever of go-redis's socket deadline and the context fires first")
+		require.ErrorContains(t, err, "node "+silent+": no answer within PingTimeout (300ms): ", "the deadline is named, whichever fired")
 		var ue *fxmodule.UnreachableError
 		require.ErrorAs(t, err, &ue)
 		assert.Len(t, ue.Down, 3)

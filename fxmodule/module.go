@@ -243,14 +243,24 @@ func ping(ctx context.Context, n core.Node) error {
 	return nil
 }
 
-// checkNodes pings every node at once, within timeout.
+// checkNodes pings every node at once, within timeout. A node still
+// silent when timeout ends has its error say so: drivers report a
+// deadline only as "context deadline exceeded" or "i/o timeout".
 func checkNodes(ctx context.Context, nodes []core.Node, timeout time.Duration, tolerate, quorum int, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	deadline, _ := pctx.Deadline()
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
-		wg.Go(func() { errs[i] = ping(ctx, n) })
+		wg.Go(func() {
+			err := ping(pctx, n)
+			// go-redis's socket deadline, the context's, can fire first.
+			if err != nil && ctx.Err() == nil && (pctx.Err() != nil || !time.Now().Before(deadline)) {
+				err = fmt.Errorf("no answer within PingTimeout (%v): %w", timeout, err)
+			}
+			errs[i] = err
+		})
 	}
 	wg.Wait()
 	e := &UnreachableError{Nodes: len(nodes), Quorum: quorum, TolerateDown: tolerate}

@@ -29,9 +29,8 @@ func TestStartBoundedByPingTimeout(t *testing.T) {
 			begin := time.Now()
 			app, _ := newApp(t, fxmodule.Config{Driver: driver, Addrs: []string{live[0], srv.Addr(), live[1]}, PingTimeout: 200 * time.Millisecond, RequireAllNodes: true})
 			// A rueidis or valkey-go client connects when made, but the
-			// module waits for a hung server's at most PingTimeout
-			// (rueidis.Dial's connect wait; valkey.Dial waits one node
-			// timeout), not its 5 s dial timeout.
+			// module waits for a hung server's one node timeout at most
+			// (the backends' Dial), not its 5 s dial timeout.
 			assert.Less(t, time.Since(begin), 2*time.Second, "construction")
 			begin = time.Now()
 			err := app.Start(testCtx(t))

@@ -27,7 +27,9 @@
 // after the fact, from the event's Start to Start+Duration. The spans are
 // named
 //
-//   - "quorumlock.acquire": an Acquire or TryAcquire call, retries included;
+//   - "quorumlock.acquire": an Acquire or TryAcquire call, retries and
+//     waits for the restart guard (core.EventWait, which gets no span of
+//     its own) included;
 //   - "quorumlock.extend": one extending round, by Extend or the keep-alive;
 //   - "quorumlock.release": a Release (or the release Locker.Close makes);
 //   - "quorumlock.lost": a held lock ended without a release. It has no

@@ -13,9 +13,17 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// started is the context key under which Start keeps the span it began,
+// startedKey is the context key under which Start keeps what it began,
 // one per Observer, so that Observe ends its own span and not a caller's.
-type started struct{ t *Observer }
+type startedKey struct{ t *Observer }
+
+// started is the span Start began, and the kind of its operation: only
+// that operation's event ends it (the restart guard's EventWait, observed
+// with the same context while the acquisition goes on, must not).
+type started struct {
+	span trace.Span
+	kind core.EventKind
+}
 
 // Start begins the span of an Acquire, TryAcquire, Extend or Release (see
 // core.Observer): the returned context carries it, so the spans a driver
@@ -28,14 +36,17 @@ func (t *Observer) Start(ctx context.Context, kind core.EventKind, key string) c
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind),
 		trace.WithAttributes(t.keyAttrs(key, semconv.DBSystemNameRedis)...))
-	return context.WithValue(ctx, started{t}, span)
+	return context.WithValue(ctx, startedKey{t}, &started{span, kind})
 }
 
 // span returns the span Start began for the operation ctx belongs to, or
 // a new one for events without a start (keep-alive extensions, losses).
 func (t *Observer) span(ctx context.Context, e core.Event) (trace.Span, bool) {
-	if s, ok := ctx.Value(started{t}).(trace.Span); ok && s == trace.SpanFromContext(ctx) {
-		return s, true
+	// Spans are compared by their IDs: span types need not be comparable
+	// (the global provider's and noop's non-recording spans are not).
+	if s, ok := ctx.Value(startedKey{t}).(*started); ok && s.kind == e.Kind &&
+		s.span.SpanContext().SpanID() == trace.SpanContextFromContext(ctx).SpanID() {
+		return s.span, true
 	}
 	name, spanKind, ok := spanOf(e.Kind)
 	if !ok {
@@ -72,31 +83,33 @@ func (t *Observer) keyAttrs(key string, attrs ...attribute.KeyValue) []attribute
 	return attrs
 }
 
-// serverAttrs names a node by the semantic conventions: server.address
-// and server.port when its name is host:port, else server.address alone.
-func serverAttrs(name string) []attribute.KeyValue {
+// appendServerAttrs appends a node's name by the semantic conventions to
+// attrs: server.address and server.port when its name is host:port, else
+// server.address alone.
+func appendServerAttrs(attrs []attribute.KeyValue, name string) []attribute.KeyValue {
 	host, port, err := net.SplitHostPort(name)
 	if err != nil {
-		return []attribute.KeyValue{semconv.ServerAddress(name)}
+		return append(attrs, semconv.ServerAddress(name))
 	}
-	attrs := []attribute.KeyValue{semconv.ServerAddress(host)}
+	attrs = append(attrs, semconv.ServerAddress(host))
 	if p, err := strconv.Atoi(port); err == nil {
 		attrs = append(attrs, semconv.ServerPort(p))
 	}
 	return attrs
 }
 
-// errorType is the error.type of a node's failure: a short class.
+// errorType is the error.type of a node's failure: a short class, core's
+// Reason where it has one ("restarted", "canceled").
 func errorType(err error) string {
 	switch {
 	case errors.Is(err, core.ErrNodeTimeout):
 		return "timeout"
-	case errors.Is(err, core.ErrNodeRestarted):
-		return "restarted"
 	case errors.Is(err, core.ErrDuplicateNode):
 		return "duplicate_node"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
+	}
+	switch r := core.Reason(err); r {
+	case core.ReasonRestarted, core.ReasonCanceled:
+		return r
 	}
 	return "node_failure"
 }

@@ -208,7 +208,7 @@ func (t *Observer) Observe(ctx context.Context, e core.Event) {
 
 	for i := range e.Nodes {
 		n := &e.Nodes[i]
-		na := append(serverAttrs(n.Node),
+		na := append(appendServerAttrs(make([]attribute.KeyValue, 0, 8), n.Node),
 			KeyNodeIndex.Int(n.Index),
 			KeyNodeName.String(n.Node),
 			KeyNodeOutcome.String(n.Outcome.String()),

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
@@ -275,6 +276,51 @@ func TestKeys(t *testing.T) {
 		}
 		assert.Len(t, tracing.HashKey("secret"), 16)
 		assert.NotEqual(t, tracing.HashKey("secret"), tracing.HashKey("secret2"))
+	})
+}
+
+// Spans need not be comparable: the global provider's and noop's
+// non-recording spans are structs holding a SpanContext, which Go cannot
+// compare, and an Observer over them must neither panic nor record.
+func TestProviderWithUncomparableSpans(t *testing.T) {
+	l, err := core.New(memory.AsNodes(memory.NewNodes(3)),
+		core.WithObserver(tracing.New(tracing.WithTracerProvider(noop.NewTracerProvider()))))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+	ctx, parent := noop.NewTracerProvider().Tracer("test").Start(t.Context(), "request")
+	defer parent.End()
+	lock, err := l.Acquire(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, lock.Extend(ctx))
+	require.NoError(t, lock.Release(ctx))
+}
+
+// The restart guard's wait (core.EventWait), observed with the context of
+// the acquisition that waits, gets no span and does not end the
+// acquisition's: that span ends when Acquire returns, with its outcome.
+func TestRestartGuardWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := namedNodes(3)
+		l, rec, ctx, parent := setup(t, nodes)
+		for _, n := range nodes[:2] {
+			n.Stop()
+			n.Start() // empty, as a server without persistence restarts
+		}
+		start := time.Now()
+		lock, err := l.Acquire(ctx, "k")
+		require.NoError(t, err)
+		took := time.Since(start)
+		require.Greater(t, took, l.RestartGuard(), "the acquisition waited for the young nodes")
+
+		spans := rec.Ended()
+		require.Len(t, spans, 1, "the acquisition's span alone")
+		s := spans[0]
+		assert.Equal(t, tracing.SpanAcquire, s.Name())
+		assert.Equal(t, parent.SpanContext().SpanID(), s.Parent().SpanID())
+		assert.Equal(t, "ok", attrs(s.Attributes())[tracing.KeyOutcome].AsString())
+		assert.Equal(t, codes.Unset, s.Status().Code)
+		assert.Equal(t, took, s.EndTime().Sub(s.StartTime()), "the span covers the wait")
+		require.NoError(t, lock.Release(ctx))
 	})
 }
 
