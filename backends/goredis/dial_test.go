@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -16,26 +15,22 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// dialServer starts a redis-server for one test.
-func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
-	t.Helper()
-	redistest.RequireServer(t)
-	srv, err := redistest.StartServer(t.Context(), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
-	return srv
-}
-
-// dialCtx is a context bounded for one step of a test.
-func dialCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// What every backend's Dial promises (redistest.RunDial).
+// What every backend's Dial promises (redistest.RunDial and
+// RunDialSecurity).
 func TestDial(t *testing.T) {
 	redistest.RunDial(t, "goredis", func(addrs []string) ([]core.Node, func() error, error) { return goredis.Dial(addrs) })
+	redistest.RunDialSecurity(t, func(addrs []string, s redistest.DialSecurity) ([]core.Node, func() error, error) {
+		return goredis.Dial(addrs, goredis.WithCredentials(s.Username, s.Password), goredis.WithTLS(s.TLS), goredis.WithTLSConfig(s.TLSConfig))
+	})
+}
+
+// With WithCluster(true), the addresses are the seeds of one cluster, one
+// node (redistest.RequireDialCluster).
+func TestDialCluster(t *testing.T) {
+	t.Parallel()
+	redistest.RequireDialCluster(t, func(seeds []string) ([]core.Node, func() error, error) {
+		return goredis.Dial(seeds, goredis.WithCluster(true))
+	})
 }
 
 // Every bad argument gets an error matching core.ErrInvalidArgument that
@@ -144,56 +139,5 @@ func TestDialNilAndOverrides(t *testing.T) {
 		"WithUnboundedCalls(false)": goredis.WithUnboundedCalls(false),
 	} {
 		assert.Equal(t, want, opt.String())
-	}
-}
-
-// With TLS, a server that accepts connections and answers nothing costs a
-// call its context: go-redis dials in the background, and the call does
-// not wait for the handshake beyond its context.
-func TestDialTLSHandshakeWithinContext(t *testing.T) {
-	t.Parallel()
-	nodes, closeAll, err := goredis.Dial([]string{redistest.SilentAddr(t)}, goredis.WithTLS(true))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	begin := time.Now()
-	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
-	require.Error(t, err)
-	assert.Less(t, time.Since(begin), 2*time.Second, "bounded by the context, not the 5 s of DialTimeout")
-}
-
-// WithCredentials authenticates; without it, a server with a password
-// refuses the lock.
-func TestDialWithCredentials(t *testing.T) {
-	t.Parallel()
-	srv := dialServer(t)
-	// redistest checks a server with INFO, so the password is set after.
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { _ = admin.Close() })
-	require.NoError(t, admin.Do(dialCtx(t), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err())
-	require.NoError(t, admin.ConfigSet(dialCtx(t), "requirepass", "s3cret").Err())
-
-	for name, opts := range map[string][]goredis.DialOption{
-		"password": {goredis.WithCredentials("", "s3cret")},
-		"acl user": {goredis.WithCredentials("locker", "pw")},
-		"none":     nil,
-	} {
-		t.Run(name, func(t *testing.T) {
-			nodes, closeAll, err := goredis.Dial([]string{srv.Addr()}, opts...)
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, closeAll()) })
-			locker, err := core.New(nodes, core.WithTries(2))
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-			lock, err := locker.Acquire(dialCtx(t), t.Name())
-			if name == "none" {
-				require.Error(t, err)
-				assert.ErrorContains(t, err, "NOAUTH")
-				return
-			}
-			require.NoError(t, err)
-			require.NoError(t, lock.Release(dialCtx(t)))
-		})
 	}
 }

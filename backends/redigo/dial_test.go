@@ -16,23 +16,6 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// dialServer starts a redis-server for one test.
-func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
-	t.Helper()
-	redistest.RequireServer(t)
-	srv, err := redistest.StartServer(t.Context(), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
-	return srv
-}
-
-// dialCtx is a context bounded for one step of a test.
-func dialCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // serverDo runs one command on a connection of the test's own to addr.
 func serverDo(ctx context.Context, addr string, cmd string, args ...any) (any, error) {
 	conn, err := redis.DialContext(ctx, "tcp", addr)
@@ -43,9 +26,13 @@ func serverDo(ctx context.Context, addr string, cmd string, args ...any) (any, e
 	return redis.DoContext(conn, ctx, cmd, args...)
 }
 
-// What every backend's Dial promises (redistest.RunDial).
+// What every backend's Dial promises (redistest.RunDial and
+// RunDialSecurity).
 func TestDial(t *testing.T) {
 	redistest.RunDial(t, "redigo", func(addrs []string) ([]core.Node, func() error, error) { return redigo.Dial(addrs) })
+	redistest.RunDialSecurity(t, func(addrs []string, s redistest.DialSecurity) ([]core.Node, func() error, error) {
+		return redigo.Dial(addrs, redigo.WithCredentials(s.Username, s.Password), redigo.WithTLS(s.TLS), redigo.WithTLSConfig(s.TLSConfig))
+	})
 }
 
 // Every bad argument gets an error matching core.ErrInvalidArgument that
@@ -59,7 +46,6 @@ func TestDialRefusesBadInput(t *testing.T) {
 		opts  []redigo.DialOption
 		want  string
 	}{
-		{"not host port", []string{"::1"}, nil, `address "::1" is not host:port (too many colons in address)`},
 		{"unbounded", addrs, []redigo.DialOption{redigo.WithPool(func(p *redis.Pool) {
 			p.DialContext, p.Dial = nil, func() (redis.Conn, error) { return redis.Dial("tcp", "127.0.0.1:7001") }
 		})}, "WithPool left Pool.DialContext nil for 127.0.0.1:7001"},
@@ -111,7 +97,7 @@ func TestDialNilAndOverrides(t *testing.T) {
 // given, and closing a node closes its pool.
 func TestDialOptionsAndNames(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	nodes, closeAll, err := redigo.Dial([]string{" " + srv.Addr() + " "},
 		redigo.WithDialOptions(redis.DialDatabase(3)), redigo.WithPool(func(p *redis.Pool) { p.MaxActive = 5 }))
 	require.NoError(t, err)
@@ -125,13 +111,13 @@ func TestDialOptionsAndNames(t *testing.T) {
 	assert.Equal(t, 5, pool.MaxActive)
 	assert.Equal(t, 64, pool.MaxIdle, "NewPool's settings")
 
-	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	ok, err := node.SetNX(redistest.TestContext(t), t.Name(), "v", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	n, err := redis.Int(serverDo(dialCtx(t), srv.Addr(), "EXISTS", t.Name()))
+	n, err := redis.Int(serverDo(redistest.TestContext(t), srv.Addr(), "EXISTS", t.Name()))
 	require.NoError(t, err)
 	assert.Zero(t, n, "not in database 0")
-	conn, err := redis.DialContext(dialCtx(t), "tcp", srv.Addr(), redis.DialDatabase(3))
+	conn, err := redis.DialContext(redistest.TestContext(t), "tcp", srv.Addr(), redis.DialDatabase(3))
 	require.NoError(t, err)
 	defer conn.Close()
 	n, err = redis.Int(conn.Do("EXISTS", t.Name()))
@@ -139,65 +125,6 @@ func TestDialOptionsAndNames(t *testing.T) {
 	assert.Equal(t, 1, n, "in database 3, as WithDialOptions asked")
 
 	require.NoError(t, node.Close())
-	_, err = pool.GetContext(dialCtx(t))
+	_, err = pool.GetContext(redistest.TestContext(t))
 	assert.ErrorContains(t, err, "closed pool")
-
-	// TLS to a server that speaks none fails the handshake.
-	nodes, closeAllTLS, err := redigo.Dial([]string{srv.Addr()}, redigo.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
-	require.Error(t, err, "a TLS handshake with a plain server fails or never ends")
-}
-
-// With TLS, a server that accepts connections and answers nothing costs a
-// call its context: the handshake runs within it.
-func TestDialTLSHandshakeWithinContext(t *testing.T) {
-	t.Parallel()
-	nodes, closeAll, err := redigo.Dial([]string{redistest.SilentAddr(t)}, redigo.WithTLS(true))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	begin := time.Now()
-	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
-	require.Error(t, err)
-	assert.Less(t, time.Since(begin), 2*time.Second, "bounded by the context, not the 10 s of DialTLSHandshakeTimeout")
-}
-
-// WithCredentials authenticates; without it, a server with a password
-// refuses the lock.
-func TestDialWithCredentials(t *testing.T) {
-	t.Parallel()
-	srv := dialServer(t)
-	// redistest checks a server with INFO, so the password is set after.
-	_, err := serverDo(dialCtx(t), srv.Addr(), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all")
-	require.NoError(t, err)
-	_, err = serverDo(dialCtx(t), srv.Addr(), "CONFIG", "SET", "requirepass", "s3cret")
-	require.NoError(t, err)
-
-	for name, opts := range map[string][]redigo.DialOption{
-		"password": {redigo.WithCredentials("", "s3cret")},
-		"acl user": {redigo.WithCredentials("locker", "pw")},
-		"none":     nil,
-	} {
-		t.Run(name, func(t *testing.T) {
-			nodes, closeAll, err := redigo.Dial([]string{srv.Addr()}, opts...)
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, closeAll()) })
-			locker, err := core.New(nodes, core.WithTries(2))
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-			lock, err := locker.Acquire(dialCtx(t), t.Name())
-			if name == "none" {
-				require.Error(t, err)
-				assert.ErrorContains(t, err, "NOAUTH")
-				return
-			}
-			require.NoError(t, err)
-			require.NoError(t, lock.Release(dialCtx(t)))
-		})
-	}
 }

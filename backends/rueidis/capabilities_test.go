@@ -87,8 +87,9 @@ func TestCapabilitiesAfterClosingOwnedClient(t *testing.T) {
 }
 
 // TestWatchUnsubscribes checks that the server forgets a channel once the
-// node's last watch of it has stopped, and not before: rueidis leaves the
-// subscription in place when Receive returns.
+// node's last watch of it has stopped, and not before (a stop called twice
+// counts once): rueidis leaves the subscription in place when Receive
+// returns.
 func TestWatchUnsubscribes(t *testing.T) {
 	t.Parallel()
 	_, client := startServer(t)
@@ -107,6 +108,8 @@ func TestWatchUnsubscribes(t *testing.T) {
 	assert.Equal(t, int64(1), subscribers(), "both watches share the client's connection")
 	stopA()
 	assert.Equal(t, int64(1), subscribers(), "another watch of the channel remains")
+	stopA()
+	assert.Equal(t, int64(1), subscribers(), "a second stop of one watch changes nothing")
 	stopB()
 	assert.Equal(t, int64(0), subscribers(), "the last stop unsubscribes")
 }

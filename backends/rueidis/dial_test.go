@@ -4,14 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,61 +20,13 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// dialServer starts a redis-server for one test.
-func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
-	t.Helper()
-	redistest.RequireServer(t)
-	srv, err := redistest.StartServer(t.Context(), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
-	return srv
-}
-
-// dialCtx is a context bounded for one step of a test.
-func dialCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// adminClient is a go-redis client of the test's own to addr.
-func adminClient(t *testing.T, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// requireHeldEverywhere acquires fresh keys until one is held on every
-// server of addrs (a server just back may miss a round or two), releasing
-// each.
-func requireHeldEverywhere(t *testing.T, locker *core.Locker, addrs []string) {
-	t.Helper()
-	ctx := dialCtx(t)
-	var held []string
-	for i := 0; ctx.Err() == nil; i++ {
-		key := t.Name() + ":" + strconv.Itoa(i)
-		lock, err := locker.Acquire(ctx, key)
-		require.NoError(t, err)
-		held = held[:0]
-		for _, a := range addrs {
-			c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
-			if n, err := c.Exists(ctx, key).Result(); err == nil && n == 1 {
-				held = append(held, a)
-			}
-			_ = c.Close()
-		}
-		require.NoError(t, lock.Release(ctx))
-		if len(held) == len(addrs) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no lock was held on every server: the last on %v of %v", held, addrs)
-}
-
-// What every backend's Dial promises (redistest.RunDial).
+// What every backend's Dial promises (redistest.RunDial and
+// RunDialSecurity).
 func TestDial(t *testing.T) {
 	redistest.RunDial(t, "rueidis", func(addrs []string) ([]core.Node, func() error, error) { return qlrueidis.Dial(addrs) })
+	redistest.RunDialSecurity(t, func(addrs []string, s redistest.DialSecurity) ([]core.Node, func() error, error) {
+		return qlrueidis.Dial(addrs, qlrueidis.WithCredentials(s.Username, s.Password), qlrueidis.WithTLS(s.TLS), qlrueidis.WithTLSConfig(s.TLSConfig))
+	})
 }
 
 // Dial does not wait for a server that is hung (rueidis would connect to
@@ -86,8 +34,8 @@ func TestDial(t *testing.T) {
 // call's context, and works once the server answers again.
 func TestDialWithAServerHung(t *testing.T) {
 	t.Parallel()
-	hung := dialServer(t)
-	addrs := []string{dialServer(t).Addr(), hung.Addr(), dialServer(t).Addr()}
+	hung := redistest.StartTestServer(t)
+	addrs := []string{redistest.StartTestServer(t).Addr(), hung.Addr(), redistest.StartTestServer(t).Addr()}
 	require.NoError(t, hung.Pause())
 	t.Cleanup(func() { assert.NoError(t, hung.Resume()) })
 
@@ -108,12 +56,12 @@ func TestDialWithAServerHung(t *testing.T) {
 	locker, err := core.New(nodes)
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	lock, err := locker.Acquire(dialCtx(t), t.Name())
+	lock, err := locker.Acquire(redistest.TestContext(t), t.Name())
 	require.NoError(t, err, "two of three are a quorum")
-	require.NoError(t, lock.Release(dialCtx(t)))
+	require.NoError(t, lock.Release(redistest.TestContext(t)))
 
 	require.NoError(t, hung.Resume())
-	requireHeldEverywhere(t, locker, addrs)
+	redistest.RequireHeldEverywhere(t, locker, addrs)
 }
 
 // A node whose client is still connecting fails a call when the call's
@@ -121,7 +69,7 @@ func TestDialWithAServerHung(t *testing.T) {
 // connection attempt short instead of waiting for rueidis's dial timeout,
 // and leaves no goroutine behind.
 func TestDialCloseWhileConnecting(t *testing.T) {
-	live, silent := dialServer(t).Addr(), redistest.SilentAddr(t)
+	live, silent := redistest.StartTestServer(t).Addr(), redistest.SilentAddr(t)
 	ignore := goleak.IgnoreCurrent()
 
 	nodes, closeAll, err := qlrueidis.Dial([]string{live, silent})
@@ -142,7 +90,7 @@ func TestDialCloseWhileConnecting(t *testing.T) {
 	require.NoError(t, closeAll())
 	assert.Less(t, time.Since(begin), 2*time.Second, "not rueidis's 5 s dial timeout")
 	require.NoError(t, closeAll(), "idempotent")
-	_, err = nodes[1].Eval(dialCtx(t), "return 1", nil, nil)
+	_, err = nodes[1].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	require.ErrorIs(t, err, rueidis.ErrClosing)
 	assert.Equal(t, driver.KindNodeFailure, nodes[1].Classify(err))
 	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
@@ -151,7 +99,7 @@ func TestDialCloseWhileConnecting(t *testing.T) {
 // WithConnectWait sets how long Dial waits for a client to connect.
 func TestDialConnectWait(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	require.NoError(t, srv.Pause())
 	t.Cleanup(func() { assert.NoError(t, srv.Resume()) })
 	time.AfterFunc(200*time.Millisecond, func() { _ = srv.Resume() })
@@ -160,10 +108,13 @@ func TestDialConnectWait(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	require.IsType(t, (*qlrueidis.Node)(nil), nodes[0], "Dial waited for the client")
 
+	require.NoError(t, srv.Pause())
 	nodes, closeAll, err = qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithConnectWait(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	reply, err := nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	require.IsType(t, (*driver.Late)(nil), nodes[0], "Dial did not wait for the client")
+	require.NoError(t, srv.Resume())
+	reply, err := nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	require.NoError(t, err, "a node Dial did not wait for works once its client is made")
 	assert.Equal(t, int64(1), reply)
 }
@@ -209,7 +160,7 @@ func TestDialRefusesBadInput(t *testing.T) {
 // given, and closing a node closes its client.
 func TestDialOptionsAndNames(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr() + " "},
 		qlrueidis.WithClientOption(func(o *rueidis.ClientOption) { o.ClientName = "dial-test"; o.SelectDB = 3 }))
 	require.NoError(t, err)
@@ -220,34 +171,24 @@ func TestDialOptionsAndNames(t *testing.T) {
 	assert.Implements(t, (*driver.Batcher)(nil), node)
 	assert.Implements(t, (*driver.Watcher)(nil), node)
 
-	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	ok, err := node.SetNX(redistest.TestContext(t), t.Name(), "v", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	admin := adminClient(t, srv.Addr())
-	assert.Contains(t, admin.ClientList(dialCtx(t)).Val(), "name=dial-test")
-	require.NoError(t, admin.Do(dialCtx(t), "SELECT", 3).Err())
-	assert.Equal(t, int64(1), admin.Exists(dialCtx(t), t.Name()).Val(), "in database 3")
+	admin := redistest.AdminClient(t, srv.Addr())
+	assert.Contains(t, admin.ClientList(redistest.TestContext(t)).Val(), "name=dial-test")
+	require.NoError(t, admin.Do(redistest.TestContext(t), "SELECT", 3).Err())
+	assert.Equal(t, int64(1), admin.Exists(redistest.TestContext(t), t.Name()).Val(), "in database 3")
 
 	require.NoError(t, node.Close())
 	c := node.(*qlrueidis.Node).Client().(rueidis.Client)
-	assert.ErrorIs(t, c.Do(dialCtx(t), c.B().Ping().Build()).Error(), rueidis.ErrClosing)
-
-	// TLS to a server that speaks none fails the handshake: the client
-	// comes back at once with ForceSingleClient, and its calls fail.
-	nodes, closeAllTLS, err := qlrueidis.Dial([]string{srv.Addr()}, qlrueidis.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
-	require.Error(t, err)
+	assert.ErrorIs(t, c.Do(redistest.TestContext(t), c.B().Ping().Build()).Error(), rueidis.ErrClosing)
 }
 
 // A dial function of the user's, DialCtxFn or the deprecated DialFn, is
 // the one the client connects with.
 func TestDialUsesTheDialFunction(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	for name, set := range map[string]func(o *rueidis.ClientOption, dialed *atomic.Int32){
 		"DialCtxFn": func(o *rueidis.ClientOption, dialed *atomic.Int32) {
 			o.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
@@ -268,7 +209,7 @@ func TestDialUsesTheDialFunction(t *testing.T) {
 				qlrueidis.WithClientOption(func(o *rueidis.ClientOption) { set(o, &dialed) }))
 			require.NoError(t, err)
 			t.Cleanup(func() { assert.NoError(t, closeAll()) })
-			_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+			_, err = nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
 			require.NoError(t, err)
 			assert.Positive(t, dialed.Load())
 		})
@@ -279,7 +220,7 @@ func TestDialUsesTheDialFunction(t *testing.T) {
 // configuration changes nothing; a later option overrides an earlier one.
 func TestDialNilAndOverrides(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr()},
 		nil, qlrueidis.WithClientOption(nil), qlrueidis.WithTLSConfig(nil), qlrueidis.WithCluster(true), qlrueidis.WithCluster(false),
 		qlrueidis.WithTLSConfig(&tls.Config{ServerName: "mine"}), qlrueidis.WithTLS(false), qlrueidis.WithConnectWait(5*time.Second))
@@ -287,7 +228,7 @@ func TestDialNilAndOverrides(t *testing.T) {
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	require.Len(t, nodes, 1)
 	assert.False(t, nodes[0].(driver.Sharded).Sharded(), "WithCluster(false) wins")
-	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	_, err = nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	require.NoError(t, err, "WithTLS(false) wins: plain TCP")
 
 	for want, opt := range map[string]qlrueidis.DialOption{
@@ -310,69 +251,16 @@ func TestDialNilAndOverrides(t *testing.T) {
 	}
 }
 
-// With WithCluster(true), the addresses are the seeds of one cluster, one node;
-// over a server that is not a cluster member, Dial refuses.
+// With WithCluster(true), the addresses are the seeds of one cluster, one
+// node (redistest.RequireDialCluster); over a server that is not a cluster
+// member, Dial refuses.
 func TestDialCluster(t *testing.T) {
 	t.Parallel()
-	redistest.RequireServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cluster, err := redistest.StartCluster(ctx, 3)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cluster.Close()) })
+	redistest.RequireDialCluster(t, func(seeds []string) ([]core.Node, func() error, error) {
+		return qlrueidis.Dial(seeds, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
+	})
 
-	seeds := []string{cluster.Addrs()[2], cluster.Addrs()[0]}
-	nodes, closeAll, err := qlrueidis.Dial(seeds, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	require.Len(t, nodes, 1)
-	assert.Equal(t, "cluster:"+strings.Join(slices.Sorted(slices.Values(seeds)), ","), nodes[0].String())
-	assert.True(t, nodes[0].(driver.Sharded).Sharded())
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	for _, key := range []string{"dial:a", "dial:b", "dial:c"} {
-		lock, err := locker.Acquire(dialCtx(t), key)
-		require.NoError(t, err)
-		assert.Equal(t, int64(1), cluster.Control().Exists(dialCtx(t), key).Val())
-		require.NoError(t, lock.Release(dialCtx(t)))
-	}
-
-	_, _, err = qlrueidis.Dial([]string{dialServer(t).Addr()}, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
+	_, _, err := qlrueidis.Dial([]string{redistest.StartTestServer(t).Addr()}, qlrueidis.WithCluster(true), qlrueidis.WithConnectWait(5*time.Second))
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "is not a Redis Cluster")
-}
-
-// WithCredentials authenticates; without it, a server with a password
-// refuses the lock.
-func TestDialWithCredentials(t *testing.T) {
-	t.Parallel()
-	srv := dialServer(t)
-	// redistest checks a server with INFO, so the password is set after.
-	admin := adminClient(t, srv.Addr())
-	require.NoError(t, admin.Do(dialCtx(t), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err())
-	require.NoError(t, admin.ConfigSet(dialCtx(t), "requirepass", "s3cret").Err())
-
-	for name, opts := range map[string][]qlrueidis.DialOption{
-		"password": {qlrueidis.WithCredentials("", "s3cret")},
-		"acl user": {qlrueidis.WithCredentials("locker", "pw")},
-		"none":     nil,
-	} {
-		t.Run(name, func(t *testing.T) {
-			nodes, closeAll, err := qlrueidis.Dial([]string{srv.Addr()}, opts...)
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, closeAll()) })
-			locker, err := core.New(nodes, core.WithTries(2))
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-			lock, err := locker.Acquire(dialCtx(t), t.Name())
-			if name == "none" {
-				require.Error(t, err)
-				assert.ErrorContains(t, err, "NOAUTH")
-				return
-			}
-			require.NoError(t, err)
-			require.NoError(t, lock.Release(dialCtx(t)))
-		})
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/valkey-io/valkey-go"
@@ -19,40 +18,20 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// dialServer starts a redis-server for one test.
-func dialServer(t *testing.T, opts ...redistest.ServerOption) *redistest.Server {
-	t.Helper()
-	redistest.RequireServer(t)
-	srv, err := redistest.StartServer(t.Context(), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
-	return srv
-}
-
-// dialCtx is a context bounded for one step of a test.
-func dialCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// adminClient is a go-redis client of the test's own to addr.
-func adminClient(t *testing.T, addr string) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// What every backend's Dial promises (redistest.RunDial).
+// What every backend's Dial promises (redistest.RunDial and
+// RunDialSecurity).
 func TestDial(t *testing.T) {
 	redistest.RunDial(t, "valkey", func(addrs []string) ([]core.Node, func() error, error) { return qlvalkey.Dial(addrs) })
+	redistest.RunDialSecurity(t, func(addrs []string, s redistest.DialSecurity) ([]core.Node, func() error, error) {
+		return qlvalkey.Dial(addrs, qlvalkey.WithCredentials(s.Username, s.Password), qlvalkey.WithTLS(s.TLS), qlvalkey.WithTLSConfig(s.TLSConfig))
+	})
 }
 
 // A node whose client is still connecting fails a call when the call's
 // context ends; closing it cuts the connection attempt short instead of
 // waiting for valkey-go's dial timeout, and leaves no goroutine behind.
 func TestDialCloseWhileConnecting(t *testing.T) {
-	live, silent := dialServer(t).Addr(), redistest.SilentAddr(t)
+	live, silent := redistest.StartTestServer(t).Addr(), redistest.SilentAddr(t)
 	ignore := goleak.IgnoreCurrent()
 
 	nodes, closeAll, err := qlvalkey.Dial([]string{live, silent})
@@ -68,9 +47,9 @@ func TestDialCloseWhileConnecting(t *testing.T) {
 	require.NoError(t, closeAll())
 	assert.Less(t, time.Since(begin), 2*time.Second, "not valkey-go's 5 s dial timeout")
 	require.NoError(t, closeAll(), "idempotent")
-	_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+	_, err = nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	require.ErrorIs(t, err, valkey.ErrClosing)
-	_, err = nodes[1].Eval(dialCtx(t), "return 1", nil, nil)
+	_, err = nodes[1].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	require.Error(t, err)
 	assert.Equal(t, driver.KindNodeFailure, nodes[1].Classify(err))
 	require.NoError(t, conformance.FindLeaks(conformance.LeakGrace, ignore))
@@ -111,33 +90,31 @@ func TestDialRefusesBadInput(t *testing.T) {
 // given, and closing a node closes its client.
 func TestDialOptionsAndNames(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	nodes, closeAll, err := qlvalkey.Dial([]string{srv.Addr() + " "}, qlvalkey.WithTLSConfig(nil), qlvalkey.WithCluster(false),
 		qlvalkey.WithClientOption(func(o *valkey.ClientOption) { o.ClientName = "dial-test"; o.SelectDB = 3 }))
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, closeAll()) })
 	node := nodes[0]
 	assert.Equal(t, srv.Addr(), node.String())
-	ok, err := node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	ok, err := node.SetNX(redistest.TestContext(t), t.Name(), "v", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	admin := adminClient(t, srv.Addr())
-	assert.Contains(t, admin.ClientList(dialCtx(t)).Val(), "name=dial-test")
-	require.NoError(t, admin.Do(dialCtx(t), "SELECT", 3).Err())
-	assert.Equal(t, int64(1), admin.Exists(dialCtx(t), t.Name()).Val(), "in database 3")
+	admin := redistest.AdminClient(t, srv.Addr())
+	assert.Contains(t, admin.ClientList(redistest.TestContext(t)).Val(), "name=dial-test")
+	require.NoError(t, admin.Do(redistest.TestContext(t), "SELECT", 3).Err())
+	assert.Equal(t, int64(1), admin.Exists(redistest.TestContext(t), t.Name()).Val(), "in database 3")
 	require.NoError(t, node.Close())
-	_, err = node.SetNX(dialCtx(t), t.Name(), "v", time.Minute)
+	_, err = node.SetNX(redistest.TestContext(t), t.Name(), "v", time.Minute)
 	require.ErrorIs(t, err, valkey.ErrClosing)
 
-	// TLS to a server that speaks none fails the handshake: the client
-	// comes back with ForceSingleClient, and its calls fail.
-	nodes, closeAllTLS, err := qlvalkey.Dial([]string{srv.Addr()}, qlvalkey.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}))
+	// A later option overrides an earlier one: WithTLS(false) after
+	// WithTLSConfig leaves plain TCP.
+	nodes, closePlain, err := qlvalkey.Dial([]string{srv.Addr()}, qlvalkey.WithTLSConfig(&tls.Config{InsecureSkipVerify: true}), qlvalkey.WithTLS(false))
 	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAllTLS()) })
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	_, err = nodes[0].Eval(ctx, "return 1", nil, nil)
-	require.Error(t, err)
+	t.Cleanup(func() { assert.NoError(t, closePlain()) })
+	_, err = nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
+	require.NoError(t, err, "WithTLS(false) wins: plain TCP")
 
 	for want, opt := range map[string]interface{ String() string }{
 		"WithCredentials(...)":   qlvalkey.WithCredentials("u", "p"),
@@ -154,69 +131,20 @@ func TestDialOptionsAndNames(t *testing.T) {
 }
 
 // With WithCluster(true), the addresses are the seeds of one cluster, one
-// node; over a server that is not a cluster member, Dial (or the node,
-// when the client was not made within Dial's wait) refuses.
+// node (redistest.RequireDialCluster); over a server that is not a cluster
+// member, Dial (or the node, when the client was not made within Dial's
+// wait) refuses.
 func TestDialCluster(t *testing.T) {
 	t.Parallel()
-	redistest.RequireServer(t)
-	cluster, err := redistest.StartCluster(dialCtx(t), 3)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, cluster.Close()) })
+	redistest.RequireDialCluster(t, func(seeds []string) ([]core.Node, func() error, error) {
+		return qlvalkey.Dial(seeds, qlvalkey.WithCluster(true))
+	})
 
-	seeds := []string{cluster.Addrs()[2], cluster.Addrs()[0]}
-	nodes, closeAll, err := qlvalkey.Dial(seeds, qlvalkey.WithCluster(true))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, closeAll()) })
-	require.Len(t, nodes, 1)
-	assert.Equal(t, "cluster:"+min(seeds[0], seeds[1])+","+max(seeds[0], seeds[1]), nodes[0].String())
-	assert.True(t, nodes[0].(driver.Sharded).Sharded())
-	locker, err := core.New(nodes)
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-	for _, key := range []string{"dial:a", "dial:b", "dial:c"} {
-		lock, err := locker.Acquire(dialCtx(t), key)
-		require.NoError(t, err)
-		assert.Equal(t, int64(1), cluster.Control().Exists(dialCtx(t), key).Val())
-		require.NoError(t, lock.Release(dialCtx(t)))
-	}
-
-	nodes, closeSingle, err := qlvalkey.Dial([]string{dialServer(t).Addr()}, qlvalkey.WithCluster(true))
+	nodes, closeSingle, err := qlvalkey.Dial([]string{redistest.StartTestServer(t).Addr()}, qlvalkey.WithCluster(true))
 	if err == nil {
 		t.Cleanup(func() { assert.NoError(t, closeSingle()) })
-		_, err = nodes[0].Eval(dialCtx(t), "return 1", nil, nil)
+		_, err = nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	}
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	assert.ErrorContains(t, err, "is not a cluster")
-}
-
-// WithCredentials authenticates; without it, a server with a password
-// refuses the lock.
-func TestDialWithCredentials(t *testing.T) {
-	t.Parallel()
-	srv := dialServer(t)
-	admin := adminClient(t, srv.Addr())
-	require.NoError(t, admin.Do(dialCtx(t), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err())
-	require.NoError(t, admin.ConfigSet(dialCtx(t), "requirepass", "s3cret").Err())
-
-	for name, opts := range map[string][]qlvalkey.DialOption{
-		"password": {qlvalkey.WithCredentials("", "s3cret")},
-		"acl user": {qlvalkey.WithCredentials("locker", "pw")},
-		"none":     nil,
-	} {
-		t.Run(name, func(t *testing.T) {
-			nodes, closeAll, err := qlvalkey.Dial([]string{srv.Addr()}, opts...)
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, closeAll()) })
-			locker, err := core.New(nodes, core.WithTries(2))
-			require.NoError(t, err)
-			t.Cleanup(func() { assert.NoError(t, locker.Close()) })
-			lock, err := locker.Acquire(dialCtx(t), t.Name())
-			if name == "none" {
-				require.ErrorContains(t, err, "NOAUTH")
-				return
-			}
-			require.NoError(t, err)
-			require.NoError(t, lock.Release(dialCtx(t)))
-		})
-	}
 }

@@ -75,7 +75,7 @@ func TestMisuseValkey(t *testing.T) {
 	t.Run("closed_client", func(t *testing.T) {
 		t.Parallel()
 		redistest.RequireServer(t)
-		srv := dialServer(t)
+		srv := redistest.StartTestServer(t)
 		c, err := valkey.NewClient(qlvalkey.ClientOption(srv.Addr()))
 		require.NoError(t, err)
 		n, err := qlvalkey.New(c)

@@ -8,14 +8,16 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	qlvalkey "github.com/quorumlock/quorumlock/backends/valkey"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // New names a node after its client's server, skips nil options and keeps
 // the default name for WithName(""); the client stays the caller's.
 func TestNewNamesAndOptions(t *testing.T) {
 	t.Parallel()
-	srv := dialServer(t)
+	srv := redistest.StartTestServer(t)
 	client, err := valkey.NewClient(qlvalkey.ClientOption(srv.Addr()))
 	require.NoError(t, err)
 	defer client.Close()
@@ -24,7 +26,7 @@ func TestNewNamesAndOptions(t *testing.T) {
 	assert.Equal(t, srv.Addr(), node.String())
 	assert.False(t, node.Sharded())
 	require.NoError(t, node.Close())
-	assert.NoError(t, client.Do(dialCtx(t), client.B().Ping().Build()).Error(), "Close leaves the caller's client open")
+	assert.NoError(t, client.Do(redistest.TestContext(t), client.B().Ping().Build()).Error(), "Close leaves the caller's client open")
 
 	named, err := qlvalkey.New(client, qlvalkey.WithName("a"), qlvalkey.WithName("b"))
 	require.NoError(t, err)
@@ -36,7 +38,7 @@ func TestNewNamesAndOptions(t *testing.T) {
 // need Valkey 8's CLIENT CAPA redirect, which redis-server 7 refuses.)
 func TestNewRefusesReplicasAndRedirects(t *testing.T) {
 	t.Parallel()
-	primary, replica := dialServer(t).Addr(), dialServer(t).Addr()
+	primary, replica := redistest.StartTestServer(t).Addr(), redistest.StartTestServer(t).Addr()
 	for name, o := range map[string]func(*valkey.ClientOption){
 		"replicas": func(o *valkey.ClientOption) {
 			o.Standalone.ReplicaAddress = []string{replica}
@@ -54,4 +56,33 @@ func TestNewRefusesReplicasAndRedirects(t *testing.T) {
 			assert.ErrorContains(t, err, "may write a lock to a replica or a new primary")
 		})
 	}
+}
+
+// The server forgets a channel once the node's last watch of it has
+// stopped, and not before; a stop called twice counts once.
+func TestWatchUnsubscribes(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartTestServer(t)
+	client, err := valkey.NewClient(qlvalkey.ClientOption(srv.Addr()))
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	n, err := qlvalkey.New(client)
+	require.NoError(t, err)
+	ch := driver.ReleaseChannel("k")
+	subscribers := func() int64 {
+		v, err := client.Do(redistest.TestContext(t), client.B().PubsubNumsub().Channel(ch).Build()).AsIntMap()
+		require.NoError(t, err)
+		return v[ch]
+	}
+	stopA, err := n.Watch(redistest.TestContext(t), ch, func(string) {})
+	require.NoError(t, err)
+	stopB, err := n.Watch(redistest.TestContext(t), ch, func(string) {})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), subscribers(), "both watches share the client's connection")
+	stopA()
+	assert.Equal(t, int64(1), subscribers(), "another watch of the channel remains")
+	stopA()
+	assert.Equal(t, int64(1), subscribers(), "a second stop of one watch changes nothing")
+	stopB()
+	assert.Equal(t, int64(0), subscribers(), "the last stop unsubscribes")
 }

@@ -16,6 +16,10 @@
 // drivers, and 3-master clusters; Driver and ClusterDriver give
 // conformance.RunCrossDriver its drivers.
 //
+// RunDial, RunDialSecurity and RequireDialCluster check what every
+// backend's Dial promises; StartTestServer, TestContext, AdminClient and
+// RequireHeldEverywhere serve a backend's own tests.
+//
 // The redis-server binary comes from $QUORUMLOCK_REDIS_SERVER or PATH.
 // RequireServer fails the test under CI=true when there is none, and skips
 // it otherwise.
