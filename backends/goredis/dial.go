@@ -29,7 +29,6 @@ type dialConfig struct {
 	cluster            bool
 	options            []func(*redis.Options)
 	clusterOptions     []func(*redis.ClusterOptions)
-	errs               []error
 }
 
 type dialOption struct {
@@ -180,29 +179,20 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 	}
 	switch {
 	case c.cluster && len(c.options) > 0:
-		c.errs = append(c.errs, errors.New("WithOptions sets the options of a client of one server; with WithCluster(true), use WithClusterOptions"))
+		return nil, nil, fmt.Errorf("%w: goredis: Dial: WithOptions sets the options of a client of one server; with WithCluster(true), use WithClusterOptions",
+			core.ErrInvalidArgument)
 	case !c.cluster && len(c.clusterOptions) > 0:
-		c.errs = append(c.errs, errors.New("WithClusterOptions sets the options of a cluster client; it needs WithCluster(true)"))
-	}
-	if err := errors.Join(c.errs...); err != nil {
-		return nil, nil, fmt.Errorf("%w: goredis: Dial: %w", core.ErrInvalidArgument, err)
+		return nil, nil, fmt.Errorf("%w: goredis: Dial: WithClusterOptions sets the options of a cluster client; it needs WithCluster(true)",
+			core.ErrInvalidArgument)
 	}
 	return addrs, &c, nil
 }
 
-// tlsFor returns the TLS configuration of a client of addr, or nil when
-// TLS is off.
-func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	if !c.tls {
-		return nil
-	}
-	return driver.TLSFor(c.tlsConfig, true, addr)
-}
 
 // optionsFor returns the options of the client of the server at addr.
 func (c *dialConfig) optionsFor(addr string) (*redis.Options, error) {
 	o := ClientOptions(addr)
-	o.Username, o.Password, o.TLSConfig = c.username, c.password, c.tlsFor(addr)
+	o.Username, o.Password, o.TLSConfig = c.username, c.password, driver.TLSFor(c.tlsConfig, c.tls, addr)
 	for _, fn := range c.options {
 		fn(o)
 	}
@@ -221,7 +211,7 @@ func (c *dialConfig) optionsFor(addr string) (*redis.Options, error) {
 // addrs are seeds of.
 func (c *dialConfig) clusterOptionsFor(addrs []string) (*redis.ClusterOptions, error) {
 	o := ClusterOptions(slices.Clone(addrs)...)
-	o.Username, o.Password, o.TLSConfig = c.username, c.password, c.tlsFor(addrs[0])
+	o.Username, o.Password, o.TLSConfig = c.username, c.password, driver.TLSFor(c.tlsConfig, c.tls, addrs[0])
 	for _, fn := range c.clusterOptions {
 		fn(o)
 	}

@@ -1,8 +1,9 @@
 package goredis
 
 import (
-	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // clusterAdvice is what a user who gave a Redis Cluster member to a

@@ -7,9 +7,9 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// ManualClock is a driver.Clock that moves only when told to. Give the same
-// ManualClock to the nodes (WithClock) and to the Locker (core.WithClock) to
-// test expiry and validity without waiting.
+// ManualClock is a driver.Clock that moves only when told to: give it to
+// nodes (WithClock) to expire their keys by hand. For a Locker and its
+// nodes together, testing/synctest fakes the system clock instead.
 type ManualClock struct {
 	mu     sync.Mutex
 	now    time.Time

@@ -12,9 +12,11 @@
 //
 // # Time
 //
-// Keys expire on the node's clock. Give a ManualClock to the nodes
-// (WithClock) and to the Locker (core.WithClock) to move time by hand:
-// expiry, validity and retry waits then follow Advance, with no sleeping.
+// Keys expire on the node's clock, the system clock by default. To test
+// expiry, validity and retry waits without waiting, run the test in a
+// testing/synctest bubble, where the system clock is fake for the nodes
+// and the Locker alike; a ManualClock (WithClock) moves a node's time by
+// hand on its own.
 //
 // # Faults
 //

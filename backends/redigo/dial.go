@@ -158,14 +158,6 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 	return addrs, &c, nil
 }
 
-// tlsFor returns the TLS configuration of a client of addr, or nil when
-// TLS is off.
-func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	if !c.tls {
-		return nil
-	}
-	return driver.TLSFor(c.tlsConfig, true, addr)
-}
 
 // poolFor returns the pool of the server at addr.
 func (c *dialConfig) poolFor(addr string) (*redis.Pool, error) {
@@ -176,7 +168,7 @@ func (c *dialConfig) poolFor(addr string) (*redis.Pool, error) {
 	if c.password != "" {
 		dial = append(dial, redis.DialPassword(c.password))
 	}
-	if cfg := c.tlsFor(addr); cfg != nil {
+	if cfg := driver.TLSFor(c.tlsConfig, c.tls, addr); cfg != nil {
 		// Not redis.DialUseTLS: redigo's handshake ignores the context
 		// (it waits up to DialTLSHandshakeTimeout, 10 s), where
 		// tls.Dialer's ends with it, within the node timeout.

@@ -230,20 +230,12 @@ func nodeName(addrs []string, cluster bool) string {
 	return "cluster:" + strings.Join(slices.Sorted(slices.Values(addrs)), ",")
 }
 
-// tlsFor returns the TLS configuration of a client of addr, or nil when
-// TLS is off.
-func (c *dialConfig) tlsFor(addr string) *tls.Config {
-	if !c.tls {
-		return nil
-	}
-	return driver.TLSFor(c.tlsConfig, true, addr)
-}
 
 // clientOptionFor returns the options of the client over addrs (one
 // server's address, or a cluster's seeds).
 func (c *dialConfig) clientOptionFor(addrs []string) (rueidis.ClientOption, error) {
 	o := ClientOption(slices.Clone(addrs)...)
-	o.Username, o.Password, o.TLSConfig = c.username, c.password, c.tlsFor(addrs[0])
+	o.Username, o.Password, o.TLSConfig = c.username, c.password, driver.TLSFor(c.tlsConfig, c.tls, addrs[0])
 	o.ForceSingleClient = !c.cluster
 	for _, fn := range c.clientOptions {
 		fn(&o)

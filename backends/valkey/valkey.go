@@ -157,9 +157,12 @@ func (n *Node) reply(res valkey.ValkeyResult) (any, error) {
 // check refuses a call on a closed node or an ended context, and on a
 // cluster keys of several slots, where valkey-go's builder would panic.
 func (n *Node) check(ctx context.Context, keys []string) error {
-	for _, k := range keys {
-		if n.cluster && driver.HashSlot(k) != driver.HashSlot(keys[0]) {
-			return fmt.Errorf("%w: valkey: keys %q and %q are in different cluster slots", driver.ErrInvalidArgument, keys[0], k)
+	if n.cluster && len(keys) > 1 {
+		slot := driver.HashSlot(keys[0])
+		for _, k := range keys[1:] {
+			if driver.HashSlot(k) != slot {
+				return fmt.Errorf("%w: valkey: keys %q and %q are in different cluster slots", driver.ErrInvalidArgument, keys[0], k)
+			}
 		}
 	}
 	if n.closed.Load() {
@@ -342,7 +345,9 @@ func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func(
 		if !c.cluster {
 			name = g[0]
 		}
-		o.Username, o.Password, o.TLSConfig, o.ForceSingleClient = c.user, c.password, driver.TLSFor(c.tlsConfig, c.tls, g[0]), !c.cluster
+		o.Username, o.Password, o.ForceSingleClient = c.user, c.password, !c.cluster
+		o.TLSConfig = driver.TLSFor(c.tlsConfig, c.tls, g[0])
+
 		for _, fn := range c.fns {
 			fn(&o)
 		}

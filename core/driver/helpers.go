@@ -133,20 +133,20 @@ func addrFault(err error) string {
 }
 
 // TLSFor returns the TLS configuration of a client of the server at addr:
-// a clone of cfg when it is set; with on alone, TLS 1.2 or later with the
-// server name taken from addr's host; else nil, plain TCP.
+// nil (plain TCP) unless on; then a clone of cfg when it is set, else TLS
+// 1.2 or later with the server name taken from addr's host.
 func TLSFor(cfg *tls.Config, on bool, addr string) *tls.Config {
 	switch {
+	case !on:
+		return nil
 	case cfg != nil:
 		return cfg.Clone()
-	case on:
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			cfg.ServerName = host
-		}
-		return cfg
 	}
-	return nil
+	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		cfg.ServerName = host
+	}
+	return cfg
 }
 
 // CloseAll returns a function that closes nodes (each a node that closes

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"testing"
 
@@ -72,4 +73,21 @@ func TestCheckAddrs(t *testing.T) {
 		assert.Equal(t, "quorumlock: invalid argument: "+tc.want, err.Error())
 		assert.Nil(t, got)
 	}
+}
+
+// TLSFor: off is plain TCP whatever the configuration given earlier; on
+// is a clone of the configuration, or TLS 1.2 or later named after the
+// address's host.
+func TestTLSFor(t *testing.T) {
+	cfg := &tls.Config{ServerName: "given"}
+	assert.Nil(t, driver.TLSFor(cfg, false, "10.0.0.1:6379"), "WithTLSConfig then WithTLS(false)")
+	assert.Nil(t, driver.TLSFor(nil, false, "10.0.0.1:6379"))
+	got := driver.TLSFor(cfg, true, "10.0.0.1:6379")
+	require.NotNil(t, got)
+	assert.NotSame(t, cfg, got, "a clone per client")
+	assert.Equal(t, "given", got.ServerName)
+	got = driver.TLSFor(nil, true, "redis.internal:6379")
+	require.NotNil(t, got)
+	assert.Equal(t, "redis.internal", got.ServerName)
+	assert.Equal(t, uint16(tls.VersionTLS12), got.MinVersion)
 }
