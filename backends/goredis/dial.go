@@ -188,7 +188,6 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 	return addrs, &c, nil
 }
 
-
 // optionsFor returns the options of the client of the server at addr.
 func (c *dialConfig) optionsFor(addr string) (*redis.Options, error) {
 	o := ClientOptions(addr)

@@ -158,7 +158,6 @@ func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, erro
 	return addrs, &c, nil
 }
 
-
 // poolFor returns the pool of the server at addr.
 func (c *dialConfig) poolFor(addr string) (*redis.Pool, error) {
 	var dial []redis.DialOption

@@ -230,7 +230,6 @@ func nodeName(addrs []string, cluster bool) string {
 	return "cluster:" + strings.Join(slices.Sorted(slices.Values(addrs)), ",")
 }
 
-
 // clientOptionFor returns the options of the client over addrs (one
 // server's address, or a cluster's seeds).
 func (c *dialConfig) clientOptionFor(addrs []string) (rueidis.ClientOption, error) {
