@@ -127,6 +127,10 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 		t.Parallel()
 		runLifecycle(t, h)
 	})
+	t.Run("NodeHealth", func(t *testing.T) {
+		t.Parallel()
+		runNodeHealth(t, h)
+	})
 	t.Run("Fencing", func(t *testing.T) {
 		t.Parallel()
 		runFencing(t, h, cfg)

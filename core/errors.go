@@ -20,6 +20,10 @@ var (
 	// ErrUnavailable: too many nodes failed or timed out for a quorum to be
 	// possible; an outage, not contention.
 	ErrUnavailable = errors.New("quorumlock: too many nodes unavailable for a quorum")
+	// ErrNodeSuspect: a node's result when the round did not ask it, because
+	// a call to it timed out or could not connect lately. Rounds ask it again
+	// once a probe finds it answering (Stats.Suspect lists such nodes).
+	ErrNodeSuspect = errors.New("quorumlock: node suspect")
 	// ErrValidityExpired: a quorum answered, but the round took so long that
 	// no validity was left (TTL - elapsed - drift <= 0). The lock is not
 	// safe to use and, after a failed extension, is gone.

@@ -26,3 +26,14 @@ type DuplicateNodeError = duplicateNodeError
 // RestartGuardError is the error of a node the restart guard keeps from
 // voting.
 type RestartGuardError = restartGuardError
+
+// Settle waits until the Locker's background calls to suspect nodes and
+// its probes have ended: every suspect node has answered again, or the
+// Locker is closed.
+func Settle(l *Locker) { l.health.probes.Wait() }
+
+// Suspect reports whether node i of l is suspect, or a call to it runs in
+// the background.
+func Suspect(l *Locker, i int) bool {
+	return l.health.suspect(i) || len(l.health.nodes[i].lane) > 0
+}

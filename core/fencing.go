@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/quorumlock/quorumlock/core/driver"
 )
@@ -11,17 +12,17 @@ import (
 // raiseFence is the second step of a fenced acquisition: it returns the
 // token (the largest granting counter) once a quorum holds at least it,
 // raising every node that answered (docs/design.md, fencing: the raise).
-func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []NodeResult, counters []int64) (int64, *QuorumError) {
+func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []NodeResult, counters []atomic.Int64) (int64, *QuorumError) {
 	var token int64
 	for i := range results {
 		if results[i].Outcome == OutcomeOK {
-			token = max(token, counters[i])
+			token = max(token, counters[i].Load())
 		}
 	}
 	n, behind := 0, 0
 	for i := range results {
 		switch {
-		case atToken(results[i], counters[i], token):
+		case atToken(results[i], counters[i].Load(), token):
 			n++
 		case answered(results[i]):
 			behind++
@@ -34,14 +35,14 @@ func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []No
 	enough, t := n >= l.o.quorum, token // copies: the fast path allocates nothing
 	keys, args := []string{fence}, []string{strconv.FormatInt(token, 10)}
 	raised := l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
-		if at := atToken(results[i], counters[i], t); at || enough && !answered(results[i]) {
+		if at := atToken(results[i], counters[i].Load(), t); at || enough && !answered(results[i]) {
 			return at, nil
 		}
 		return l.scriptVote(ctx, i, driver.ScriptRaiseFence, keys, args)
 	})
 	n = 0
 	for i := range raised {
-		if raised[i].Outcome == OutcomeOK || atToken(results[i], counters[i], token) {
+		if raised[i].Outcome == OutcomeOK || atToken(results[i], counters[i].Load(), token) {
 			n++
 		}
 	}

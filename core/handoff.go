@@ -32,15 +32,22 @@ type hub struct {
 	seq         atomic.Uint64
 
 	mu      sync.Mutex
-	subs    map[string]*watch
+	subs    map[subKey]*watch
 	tickets map[string]*waiter // this Locker's tickets in wait queues
 	closed  bool
 	pending sync.WaitGroup // subscriptions being made, and lingering ones
 }
 
-// watch is the subscription of one channel on the herald.
-type watch struct {
+// subKey names a subscription: a channel on a node.
+type subKey struct {
+	node    int
 	channel string
+}
+
+// watch is the subscription of one channel on one node, the herald when
+// it was made.
+type watch struct {
+	subKey
 
 	// guarded by hub.mu
 	refs   int
@@ -55,16 +62,17 @@ type watch struct {
 
 func newHub(l *Locker) *hub {
 	owner := newValue()[:8] // base64url: no dot
-	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[string]*watch), tickets: make(map[string]*waiter)}
+	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[subKey]*watch), tickets: make(map[string]*waiter)}
 }
 
-// join returns the subscription to rkey's release notices, with me queued
-// on it; the caller must leave it. A new one is made in the background.
-func (h *hub) join(rkey string, me *waiter) *watch {
-	channel := driver.WaiterChannel(rkey, h.owner)
+// join returns the subscription to rkey's release notices on the herald
+// node, with me queued on it; the caller must leave it. A new one is made
+// in the background.
+func (h *hub) join(rkey string, herald int, me *waiter) *watch {
+	sk := subKey{node: herald, channel: driver.WaiterChannel(rkey, h.owner)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w := h.subs[channel]; w != nil {
+	if w := h.subs[sk]; w != nil {
 		w.refs++
 		if w.linger != nil && w.linger.Stop() {
 			h.pending.Done()
@@ -73,21 +81,21 @@ func (h *hub) join(rkey string, me *waiter) *watch {
 		h.armLocked(w, me)
 		return w
 	}
-	w := &watch{channel: channel, refs: 1}
+	w := &watch{subKey: sk, refs: 1}
 	h.armLocked(w, me)
 	if h.closed {
 		w.ended = true
 		return w
 	}
-	h.subs[channel] = w
-	if wn, ok := h.l.nodes[h.l.herald].(driver.Watcher); ok && !h.unsupported.Load() {
+	h.subs[sk] = w
+	if wn, ok := h.l.nodes[herald].(driver.Watcher); ok && !h.unsupported.Load() {
 		h.pending.Add(1)
 		go h.subscribe(w, wn, max(h.l.o.nodeTimeout, minSubscribeTimeout))
 	}
 	return w
 }
 
-// subscribe makes w's subscription on the herald.
+// subscribe makes w's subscription on its node.
 func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	defer h.pending.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -274,7 +282,7 @@ func (h *hub) leave(w *watch, me *waiter) {
 	if w.refs > 0 {
 		return
 	}
-	if h.closed || h.subs[w.channel] != w {
+	if h.closed || h.subs[w.subKey] != w {
 		// Close has passed, or the Locker was closing when w was made.
 		h.endLocked(w)
 		return
@@ -294,8 +302,8 @@ func (h *hub) leave(w *watch, me *waiter) {
 
 // endLocked ends w's subscriptions, in the background; h.mu is held.
 func (h *hub) endLocked(w *watch) {
-	if h.subs[w.channel] == w {
-		delete(h.subs, w.channel)
+	if h.subs[w.subKey] == w {
+		delete(h.subs, w.subKey)
 	}
 	w.ended = true
 	stops := w.stops
@@ -346,9 +354,14 @@ func (a *acquisition) queue() (again bool) {
 		a.frees = 0 // not lost to a holder: no short pauses
 		return false
 	}
+	herald := a.l.heraldNow()
+	if a.w != nil && a.w.node != herald { // the herald failed over, or back
+		a.leaveQueue()
+		a.w, a.me = nil, nil
+	}
 	if a.w == nil {
 		a.me = newWaiter()
-		a.w = a.l.hub.join(a.rkey, a.me)
+		a.w = a.l.hub.join(a.rkey, herald, a.me)
 	}
 	queued, free := a.l.enqueue(a.ctx, a.w, a.me, a.rkey, a.qkey, a.force)
 	if queued {
@@ -368,7 +381,7 @@ func (a *acquisition) queue() (again bool) {
 // leaveQueue takes the waiter out of the queue and the notices.
 func (a *acquisition) leaveQueue() {
 	if a.w != nil {
-		a.l.dequeue(a.ctx, a.me, a.qkey)
+		a.l.dequeue(a.ctx, a.w.node, a.me, a.qkey)
 		a.l.hub.leave(a.w, a.me)
 	}
 }
@@ -385,7 +398,7 @@ const (
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.
 const queueTTLFactor = 4
 
-// enqueue puts me's ticket in the key's wait queue on the herald; with
+// enqueue puts me's ticket in the key's wait queue on w's node; with
 // force, even if the lock is free. It reports queued, or free when the
 // lock was free and nothing was queued; neither when w is not confirmed,
 // the herald failed, or me is already queued.
@@ -400,7 +413,10 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
-	a, err := l.scriptAnswerOnce(cctx, l.herald, driver.ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
+	a, err := l.scriptAnswerOnce(cctx, w.node, driver.ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
+	if err != nil && broken(err, cctx.Err() != nil && ctx.Err() == nil) {
+		l.health.failed(w.node, err)
+	}
 	cancel()
 	if err != nil || a == 0 {
 		// A failed call may have queued it; its notice then wakes another waiter.
@@ -409,14 +425,16 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 	return err == nil && a == 1, err == nil && a == 0
 }
 
-// dequeue takes me's ticket out of the wait queue, if it is still there.
-func (l *Locker) dequeue(ctx context.Context, me *waiter, qkey string) {
+// dequeue takes me's ticket out of the wait queue on node herald, if it is
+// still there; a suspect herald is not asked (a ticket left behind wakes
+// another waiter, or expires with the queue).
+func (l *Locker) dequeue(ctx context.Context, herald int, me *waiter, qkey string) {
 	ticket := l.hub.dropTicket(me)
-	if ticket == "" {
+	if ticket == "" || l.health.suspect(herald) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
-	_, _ = l.scriptAnswerOnce(cctx, l.herald, driver.ScriptDequeue, []string{qkey}, []string{ticket})
+	_, _ = l.scriptAnswerOnce(cctx, herald, driver.ScriptDequeue, []string{qkey}, []string{ticket})
 	cancel()
 }
 

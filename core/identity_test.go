@@ -313,9 +313,10 @@ func TestIdentityCheckedAgainAfterFailure(t *testing.T) {
 	require.NoError(t, lock.Extend(t.Context()))
 	assert.Equal(t, []int{3, 2, 1}, checks(), "a node that fails is not asked who it is")
 	nodes[0].StartKeepingData() // back, as a restart with persistence
+	core.Settle(l)              // the probe finds it answering
 	require.NoError(t, lock.Extend(t.Context()))
 	// By SHA, then by source: the restart emptied the script cache.
-	assert.Equal(t, []int{5, 2, 1}, checks(), "checked again at its first yes after the failure, and its identity is known")
+	assert.Equal(t, []int{5, 2, 1}, checks(), "checked again when it answered after the failure, and its identity is known")
 	assert.Equal(t, core.OutcomeOK, last.get()[0].Outcome)
 	again, _, _ := nodes[0].Get(driver.IdentityKey)
 	assert.Equal(t, id, again, "the server kept its identity")

@@ -303,6 +303,12 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 	ttl := l.ttlMillis
 	var wg sync.WaitGroup
 	for j := range l.nodes {
+		if l.health.suspect(j) { // not asked (ErrNodeSuspect)
+			for i := range out {
+				out[i][j] = NodeResult{Index: j, Node: l.names[j], Outcome: OutcomeFailed, Err: l.health.skipped(j)}
+			}
+			continue
+		}
 		wg.Go(func() {
 			start := l.o.clock.Now()
 			votes := make([]vote, len(locks))

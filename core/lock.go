@@ -26,6 +26,9 @@ type Lock struct {
 	relErr releasedError // the cause once released (kept here: no allocation)
 	nodes  []NodeResult  // the acquiring round's results, kept only for an Observer
 	tries  int           // rounds the acquisition made, for the Observer
+	// skipped has the bits of the nodes the acquiring round never sent its
+	// call (suspect or not tried): releases leave them out.
+	skipped uint64
 
 	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)
 
@@ -344,7 +347,7 @@ func (k *Lock) release(ctx context.Context) error {
 		k.finish(stateReleased, &k.relErr)
 		l.keeper.idle()
 	}
-	results, handed := l.releaseAll(detached(ctx), k.rkey, k.value, true, prev)
+	results, handed := l.releaseAll(detached(ctx), k.rkey, k.value, true, prev, k.skipped)
 	if handed {
 		l.handedOver(k.rkey)
 	}
@@ -370,10 +373,20 @@ func (k *Lock) release(ctx context.Context) error {
 }
 
 // retryable reports whether a release round left the outcome open: no
-// quorum deleted the lock, and some node did not answer.
+// quorum deleted the lock, and some node did not answer that is not
+// suspect (a suspect node's release runs in the background, or is owed).
 func retryable(results []NodeResult, q int) bool {
-	ok, refused, _ := tally(results)
-	return ok < q && ok+refused < len(results)
+	ok, _, _ := tally(results)
+	if ok >= q {
+		return false
+	}
+	for i := range results {
+		r := &results[i]
+		if r.Outcome != OutcomeOK && r.Outcome != OutcomeRefused && !errors.Is(r.Err, ErrNodeSuspect) {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseOutcome is Release's error for a release round's results: nil when

@@ -25,9 +25,10 @@ type Locker struct {
 
 	keeper *keeper // kept-alive locks
 	hub    *hub    // release-notice subscriptions
+	health *health // which nodes are suspect (health.go)
 	wake   bool    // WithWakeOnRelease and the herald is a Watcher
 	order  []int   // node indexes by name: the order a woken waiter asks in
-	herald int     // order[0]: the node that publishes releases and queues waiters
+	herald int     // order[0]: the herald while no node is suspect (heraldNow)
 
 	obs   Observer  // nil: none
 	hooks []starter // the Observers' start hooks (observer.go)
@@ -89,7 +90,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		held:    make(map[*Lock]struct{}),
 		yields:  make(map[string]time.Time),
 	}
-	l.keeper, l.hub = newKeeper(l), newHub(l)
+	l.keeper, l.hub, l.health = newKeeper(l), newHub(l), newHealth(l)
 	l.order = make([]int, len(names))
 	for i := range l.order {
 		l.order[i] = i
@@ -166,6 +167,9 @@ type Stats struct {
 	Renewals uint64
 	// Watching is the number of keys whose release notices it subscribes to.
 	Watching int
+	// Suspect names the nodes that rounds do not ask for now, because a
+	// call to them timed out or could not connect (ErrNodeSuspect).
+	Suspect []string
 }
 
 // Stats returns a snapshot of the Locker's activity.
@@ -179,6 +183,7 @@ func (l *Locker) Stats() Stats {
 		RenewalTicks: l.keeper.ticks.Load(),
 		Renewals:     l.keeper.renewals.Load(),
 		Watching:     l.hub.count(),
+		Suspect:      l.health.suspects(),
 	}
 }
 
@@ -370,6 +375,7 @@ func (l *Locker) finishClose() error {
 	}
 	l.keeper.idle()
 	l.hub.close()
+	l.health.close()
 	for i, n := range l.nodes {
 		if err := n.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("quorumlock: closing node %d %s: %w", i, l.names[i], err))

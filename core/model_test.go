@@ -276,10 +276,13 @@ type world struct {
 	nodes   []*memory.Node
 	lockers []*modelLocker
 	quorum  int
-	ops     sync.WaitGroup         // the goroutines of operations
-	wakes   atomic.Int64           // timers the Lockers started
-	armed   atomic.Pointer[func()] // for core's keeper hook: see race
-	spin    spinGuard
+	// healedReleases are locks released with every node healed, checked
+	// once every Locker has closed.
+	healedReleases []*lockRec
+	ops            sync.WaitGroup         // the goroutines of operations
+	wakes          atomic.Int64           // timers the Lockers started
+	armed          atomic.Pointer[func()] // for core's keeper hook: see race
+	spin           spinGuard
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and made again when a claim is taken (see claim)
@@ -454,6 +457,7 @@ func (w *world) finish() {
 	}
 	w.ops.Wait()
 	w.check()
+	w.checkHealedReleases()
 	for i, ml := range w.lockers {
 		if st := ml.l.Stats(); st.KeptAlive != 0 || (healed[i] && st.Held != 0) {
 			w.violate("L%d: %d locks kept alive and %d held after every release and Close", ml.id, st.KeptAlive, st.Held)
@@ -629,7 +633,7 @@ func (w *world) releaseLock(r *lockRec, healed bool) {
 	if qe := (*core.QuorumError)(nil); errors.Is(err, core.ErrUnavailable) && errors.As(err, &qe) {
 		r.failed = []int{}
 		for _, n := range qe.Nodes {
-			if n.Outcome == core.OutcomeFailed {
+			if n.Outcome == core.OutcomeFailed && !errors.Is(n.Err, core.ErrNodeSuspect) { // suspect: released in the background
 				r.failed = append(r.failed, n.Index)
 			}
 		}
@@ -638,7 +642,8 @@ func (w *world) releaseLock(r *lockRec, healed bool) {
 	w.mu.Unlock()
 	w.expect("Release", err, core.ErrNotHeld, core.ErrUnavailable, core.ErrClosed)
 	for _, i := range retry {
-		if at(after, i) <= at(before, i) {
+		// A suspect node is asked in the background, or owed the release.
+		if at(after, i) <= at(before, i) && !w.suspectLocked(i) {
 			w.violate("%s: Release after ErrUnavailable did not ask %s, which had failed, again (returned %v)", r.name, w.p.names[i], short(err))
 		}
 	}
@@ -646,6 +651,17 @@ func (w *world) releaseLock(r *lockRec, healed bool) {
 		if err != nil && !errors.Is(err, core.ErrNotHeld) {
 			w.violate("%s: Release with every node healed: %v", r.name, err)
 		}
+		w.mu.Lock()
+		w.healedReleases = append(w.healedReleases, r) // checked after Close
+		w.mu.Unlock()
+	}
+}
+
+// checkHealedReleases reports the values of locks released with every node
+// healed still on a node once every Locker has closed (suspect nodes are
+// released in the background, which Close waits for).
+func (w *world) checkHealedReleases() {
+	for _, r := range w.healedReleases {
 		for i, n := range w.nodes {
 			if v, _, ok := n.Get(r.key); ok && v == r.value {
 				w.violate("%s: Release with every node healed left its value on %s", r.name, w.p.names[i])
@@ -1180,6 +1196,18 @@ func (w *world) checkQuorums() {
 	}
 }
 
+// suspectLocked reports whether a Locker has node i suspect or a call to
+// it running in the background: a value written there may still be
+// released in the background (or is owed its release). w.mu is held.
+func (w *world) suspectLocked(i int) bool {
+	for _, ml := range w.lockers {
+		if core.Suspect(ml.l, i) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkValues: every value on a node belongs to a lock not yet released,
 // to a release or an acquiring call still running, or was written on a
 // node that failed since (check 3).
@@ -1194,7 +1222,7 @@ func (w *world) checkValues() {
 			written := now.Add(left - modelTTL)
 			w.mu.Lock()
 			owner, live := w.ownerLocked(key, v)
-			excused := live || w.impairedLocked(i, written)
+			excused := live || w.impairedLocked(i, written) || w.suspectLocked(i)
 			w.mu.Unlock()
 			if owner == "" {
 				owner = "no lock that a call returned: a failed round's, or a Do's"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,18 +22,49 @@ var releaseStrategy = strategies.Parallel()
 
 // round runs call on the nodes under strategy s and returns every node's
 // result. The strategy only orders the calls; the votes are counted here.
+// A suspect node is asked in the background, and waited for only while
+// the round's outcome is open (lateCalls).
 func (l *Locker) round(ctx context.Context, s strategies.Strategy, call nodeCall) []NodeResult {
+	return l.roundOwing(ctx, s, call, nil)
+}
+
+// owing is a release round's: which nodes need the call at all (the
+// others' calls answer without asking them), and what a suspect node is
+// owed when it cannot be asked or does not answer.
+type owing struct {
+	key, value string
+	skipped    uint64       // nodes never sent the acquisition
+	prev       []NodeResult // an earlier release round's results
+}
+
+// sent reports whether node i was sent the acquisition.
+func (o *owing) sent(i int) bool { return i >= 64 || o.skipped&(1<<i) == 0 }
+
+// needs reports whether node i needs the release: sent the acquisition,
+// and no answer to an earlier release.
+func (o *owing) needs(i int) bool {
+	return o.sent(i) && (o.prev == nil || o.prev[i].Outcome != OutcomeOK && o.prev[i].Outcome != OutcomeRefused)
+}
+
+// roundOwing is round, but for a release (o not nil): see owing.
+func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nodeCall, o *owing) []NodeResult {
 	n := len(l.nodes)
 	results := make([]NodeResult, n)
 	votes := make([]strategies.Result, n)
+	var late lateCalls
 	s.Run(ctx, strategies.Round{
 		Nodes:   n,
 		Quorum:  l.o.quorum,
 		Timeout: l.o.nodeTimeout,
 		Attempt: func(actx context.Context, i int) bool {
+			if l.health.suspect(i) && (o == nil || o.needs(i)) {
+				late.start(ctx, l, i, call, o, &results[i])
+				return false
+			}
 			return l.attempt(ctx, actx, i, call, &results[i])
 		},
 	}, votes)
+	late.await(ctx, l.o.quorum, results)
 	for i := range results {
 		results[i].Index = i
 		results[i].Node = l.names[i]
@@ -58,9 +90,79 @@ func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *N
 	return res.Outcome == OutcomeOK
 }
 
+// lateCalls are a round's calls to suspect nodes, made in the background
+// (one at a time per node: a node with one running is not asked).
+type lateCalls struct {
+	mu      sync.Mutex
+	calls   []*lateCall
+	arrived chan *lateCall // buffered: one slot per node
+}
+
+// lateCall is one call of lateCalls; res is set before it is sent on arrived.
+type lateCall struct {
+	i   int
+	res NodeResult
+}
+
+// start asks suspect node i in the background, and records in res that it
+// was not waited for (or, when a call to it already runs, not asked). A
+// release not made, or not answered, is owed.
+func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, o *owing, res *NodeResult) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arrived == nil {
+		c.arrived = make(chan *lateCall, len(l.nodes))
+	}
+	lc := &lateCall{i: i}
+	arrived := c.arrived
+	started := l.health.background(i, o != nil, func() {
+		dctx := detached(ctx)
+		actx, cancel := context.WithTimeout(dctx, l.o.nodeTimeout)
+		l.attempt(dctx, actx, i, call, &lc.res)
+		cancel()
+		if reached(&lc.res) {
+			l.health.rejoin(i)
+		} else if o != nil {
+			l.health.owe(i, o.key, o.value)
+		}
+		arrived <- lc
+	})
+	res.Outcome, res.Err = OutcomeFailed, l.health.skipped(i)
+	if !started && o != nil {
+		l.health.owe(i, o.key, o.value)
+	}
+	if started {
+		res.Err = l.health.unanswered(i)
+		c.calls = append(c.calls, lc)
+	}
+}
+
+// await waits for the late calls while the round's outcome is open: no
+// quorum yet, but one still possible with them; their answers go to
+// results. It stops when ctx ends.
+func (c *lateCalls) await(ctx context.Context, quorum int, results []NodeResult) {
+	c.mu.Lock()
+	pending := len(c.calls)
+	c.mu.Unlock()
+	for pending > 0 {
+		ok, _, _ := tally(results)
+		if ok >= quorum || ok+pending < quorum {
+			return
+		}
+		select {
+		case lc := <-c.arrived:
+			results[lc.i] = lc.res
+			pending--
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // outcome classifies one node's answer to a call bounded by the node
 // timeout: cut says the call was cut off from outside (by the caller or
-// the strategy), timedOut that its own deadline passed.
+// the strategy), timedOut that its own deadline passed. A timeout or a
+// lost connection makes the node suspect.
 func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout time.Duration) (Outcome, error) {
 	node := l.nodes[i]
 	switch {
@@ -71,8 +173,13 @@ func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout 
 	case cut:
 		return OutcomeCanceled, nil
 	case timedOut || node.Classify(err) == driver.KindContext:
-		return OutcomeFailed, timeoutError(timeout, node, err)
+		err = timeoutError(timeout, node, err)
+		l.health.failed(i, err)
+		return OutcomeFailed, err
 	default:
+		if broken(err, false) {
+			l.health.failed(i, err)
+		}
 		return OutcomeFailed, err
 	}
 }
@@ -124,26 +231,31 @@ func detached(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// releaseAll asks every node to delete key if it holds value. With
-// notify, the herald also hands the key to the oldest queued waiter, and
-// handed reports that it did. Nodes that answered prev, an earlier release
-// of the same value, are not asked again.
-func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool, prev []NodeResult) (results []NodeResult, handed bool) {
+// releaseAll asks every node to delete key if it holds value, but for the
+// nodes in skipped, never sent it. With notify, the herald also hands the
+// key to the oldest queued waiter, and handed reports that it did. Nodes
+// that answered prev, an earlier release of the same value, are not asked
+// again. A suspect node is owed the release (health.owe) rather than asked.
+func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
 	// One allocation: keys kv[:1], args kv[2:3]; on the herald kv[:2], kv[2:4].
 	st := &struct {
 		kv     [4]string
 		answer atomic.Int64
-	}{kv: [4]string{key, "", value, ""}}
+		o      owing
+	}{kv: [4]string{key, "", value, ""}, o: owing{key: key, value: value, skipped: skipped, prev: prev}}
 	herald := -1
 	if notify {
-		herald = l.herald
+		herald = l.heraldNow()
 		st.kv[3] = driver.ReleaseChannel(key)
 		if q, ok := driver.QueueKey(key); ok {
 			st.kv[1] = q
 		}
 	}
-	results = l.round(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
-		if prev != nil && (prev[i].Outcome == OutcomeOK || prev[i].Outcome == OutcomeRefused) {
+	results = l.roundOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
+		switch {
+		case !st.o.sent(i):
+			return false, nil // it does not hold the key
+		case !st.o.needs(i):
 			return prev[i].Outcome == OutcomeOK, nil
 		}
 		kv := &st.kv
@@ -157,8 +269,22 @@ func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool,
 		a, err := l.scriptAnswer(ctx, i, driver.ScriptRelease, keys, kv[2:4])
 		st.answer.Store(a)
 		return a > 0, err
-	})
+	}, &st.o)
 	return results, st.answer.Load() == 2
+}
+
+// skippedNodes returns the bits of the nodes a round never sent its call:
+// it left out as suspect (none beyond 64 nodes: those are all released).
+func (l *Locker) skippedNodes(results []NodeResult) (mask uint64) {
+	if len(results) > 64 {
+		return 0
+	}
+	for i := range results {
+		if notAsked(results[i].Err) {
+			mask |= 1 << i
+		}
+	}
+	return mask
 }
 
 // contextError is the caller's context error with its cause, if distinct.
@@ -182,6 +308,9 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 	for _, i := range l.order {
 		if ctx.Err() != nil {
 			break
+		}
+		if l.health.suspect(i) {
+			continue // the round below asks it in the background
 		}
 		actx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 		granted := l.attempt(ctx, actx, i, call, &results[i])
@@ -226,7 +355,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
-		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift())}
+		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), skipped: l.skippedNodes(results)}
 		if l.obs != nil {
 			lock.nodes = results // kept for the Observer only
 		}
@@ -235,7 +364,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 
 	// Redlock rule 5: release every node, even after ctx ended. Only a round
 	// no notice started announces this release (docs/design.md, a round).
-	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing, nil)
+	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed
@@ -264,18 +393,18 @@ func (l *Locker) lostBecause(ctx context.Context, results []NodeResult) error {
 
 // acquireCall is what an acquiring round asks node i: SET NX PX, or the
 // fencing or guarded script (their counters go to the returned slice).
-func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []int64) {
+func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []atomic.Int64) {
 	ttl := l.o.ttl
 	if fence == "" && l.guarded == nil {
 		return func(ctx context.Context, i int) (bool, error) {
 			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 		}, nil
 	}
-	var counters []int64
+	var counters []atomic.Int64 // atomic: a late call may write after the round
 	var fenced, guarded []string // the scripts' keys
 	args := []string{value, l.ttlMillis, l.guardMillis}
 	if fence != "" {
-		counters = make([]int64, len(l.nodes))
+		counters = make([]atomic.Int64, len(l.nodes))
 		fenced = []string{rkey, fence}
 	}
 	if l.guarded != nil {
@@ -303,7 +432,7 @@ func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []int64) {
 		case c < 0:
 			return false, &restartGuardError{Age: time.Duration(-1-c) * time.Millisecond, MinAge: l.guardMin}
 		case counters != nil:
-			counters[i] = c
+			counters[i].Store(c)
 		}
 		return c > 0, nil
 	}, counters

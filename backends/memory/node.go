@@ -11,18 +11,26 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
+// downError is ErrDown.
+type downError struct{}
+
+func (downError) Error() string { return "memory: node is down" }
+func (downError) Unwrap() error { return syscall.ECONNREFUSED }
+
 // Errors a Node returns. Classify maps ErrNoScript to driver.KindNoScript,
 // context errors to driver.KindContext, and every other error to
 // driver.KindNodeFailure.
 var (
-	// ErrDown is returned while the node is stopped.
-	ErrDown = errors.New("memory: node is down")
+	// ErrDown is returned while the node is stopped. It matches
+	// syscall.ECONNREFUSED, as a stopped server's refused connection does.
+	ErrDown error = downError{}
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("memory: node is closed")
 	// ErrReplyLost is returned, while DropReplies is on, after the command
