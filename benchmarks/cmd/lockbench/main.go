@@ -45,6 +45,9 @@ type settings struct {
 	modes    *regexp.Regexp
 	json     string
 	quick    bool
+	// degraded: whether the degraded modes may run (not in -quick, unless
+	// -modes is given).
+	degraded bool
 	raw      map[string]string // flag name: value as given or defaulted
 }
 
@@ -67,13 +70,18 @@ func run() int {
 	}
 	var modes []string
 	for _, m := range report.Modes {
-		if s.modes.MatchString(m) {
+		if s.modes.MatchString(m) && (s.degraded || !report.Degraded(m)) {
 			modes = append(modes, m)
 		}
 	}
 	if len(sys) == 0 || len(modes) == 0 {
 		fmt.Fprintln(os.Stderr, "lockbench: -systems and -modes leave nothing to measure")
 		return 2
+	}
+	if slices.ContainsFunc(modes, report.Degraded) {
+		// go-redis logs every failed dial to the dead herald; the failures
+		// that matter are in the records.
+		redistest.QuietRedisLogs()
 	}
 
 	var jsonOut *json.Encoder
@@ -110,6 +118,13 @@ func run() int {
 		addrs[i] = srv.Addr()
 	}
 	fmt.Fprintf(os.Stderr, "servers: %s\n", strings.Join(addrs, " "))
+	heralds := map[int]string{}
+	for _, n := range s.nodes {
+		if n >= report.DegradedMinNodes && slices.ContainsFunc(modes, report.Degraded) {
+			heralds[n] = addrs[heraldOf(addrs[:n])]
+			fmt.Fprintf(os.Stderr, "herald at N=%d (failed in the degraded modes): %s\n", n, heralds[n])
+		}
+	}
 
 	type task struct {
 		run, nodes int
@@ -121,7 +136,8 @@ func run() int {
 		for _, n := range s.nodes {
 			for _, m := range modes {
 				for _, sy := range sys {
-					if !sy.Supports(n) || (sy.Floor && report.Contended(m)) {
+					if !sy.Supports(n) || (sy.Floor && report.Contended(m)) ||
+						(report.Degraded(m) && n < report.DegradedMinNodes) {
 						continue
 					}
 					plan = append(plan, task{r, n, m, sy})
@@ -130,18 +146,23 @@ func run() int {
 		}
 	}
 
-	rep := &report.Report{Runs: s.runs, Nodes: s.nodes, Notes: notes(s)}
+	rep := &report.Report{Runs: s.runs, Nodes: s.nodes, Notes: notes(s, heralds)}
 	for _, sy := range sys {
 		rep.Systems = append(rep.Systems, sy.Name)
 	}
 	start := time.Now()
+	var restoreErr error
 	for i, t := range plan {
 		if ctx.Err() != nil {
 			fmt.Fprintf(os.Stderr, "lockbench: interrupted after %d of %d measurements\n", i, len(plan))
 			break
 		}
 		prefix := fmt.Sprintf("lockbench:%d:%d:", os.Getpid(), i)
-		rec := measureOne(ctx, t.sys, t.mode, addrs[:t.nodes], s.duration, prefix)
+		var herald *redistest.Server
+		if report.Degraded(t.mode) {
+			herald = servers[heraldOf(addrs[:t.nodes])]
+		}
+		rec, rerr := measureOne(ctx, t.sys, t.mode, addrs[:t.nodes], herald, s.duration, prefix)
 		rec.Run, rec.Nodes = t.run, t.nodes
 		rep.Records = append(rep.Records, rec)
 		if jsonOut != nil {
@@ -154,6 +175,12 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "[%3d/%d] run %d/%d N=%d %-16s %-32s %s [%.1fs, elapsed %s, ETA %s]\n",
 			i+1, len(plan), t.run, s.runs, t.nodes, t.mode, t.sys.Name, progress(rec),
 			rec.Took.Seconds(), done.Round(time.Second), eta.Round(time.Second))
+		if rerr != nil {
+			// The servers are no longer what the next measurements assume.
+			restoreErr = rerr
+			fmt.Fprintf(os.Stderr, "lockbench: %v; stopping after %d of %d measurements\n", rerr, i+1, len(plan))
+			break
+		}
 	}
 	fmt.Fprintf(os.Stderr, "lockbench: %d measurements in %s\n", len(rep.Records), time.Since(start).Round(time.Second))
 
@@ -165,6 +192,9 @@ func run() int {
 		}
 		return 3
 	}
+	if restoreErr != nil {
+		return 1
+	}
 	return 0
 }
 
@@ -173,7 +203,8 @@ func run() int {
 // worker, a leaked goroutine, or a measurement that could not be made. Any
 // of them makes lockbench exit non-zero, so that its smoke run in make
 // test fails. (Failed operations are only reported: on a starved machine,
-// node timeouts are the library doing its job.)
+// node timeouts are the library doing its job.) The degraded modes are
+// held to the same: a failed server may cost speed, never soundness.
 func unsound(records []report.Record) []string {
 	var out []string
 	for _, r := range records {
@@ -207,7 +238,7 @@ func parseFlags() (settings, error) {
 	sysRe := flag.String("systems", ".", "regular expression: only systems whose name matches")
 	modeRe := flag.String("modes", ".", "regular expression: only modes whose name matches")
 	jsonPath := flag.String("json", "lockbench.jsonl", "file for one JSON object per measurement (empty: none)")
-	quick := flag.Bool("quick", false, "smoke test: -duration 200ms -runs 1 unless given")
+	quick := flag.Bool("quick", false, "smoke test: -duration 200ms -runs 1 unless given, and no degraded modes unless -modes is given")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return settings{}, fmt.Errorf("unexpected arguments %q", flag.Args())
@@ -222,7 +253,8 @@ func parseFlags() (settings, error) {
 			*runs = 1
 		}
 	}
-	s := settings{duration: *duration, runs: *runs, json: *jsonPath, quick: *quick}
+	s := settings{duration: *duration, runs: *runs, json: *jsonPath, quick: *quick,
+		degraded: !*quick || given["modes"]}
 	for f := range strings.SplitSeq(*nodes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > maxNodes {
@@ -335,12 +367,20 @@ func startServers(ctx context.Context, n int) ([]*redistest.Server, error) {
 
 // measureOne opens a fresh instance (or, for contended-multi, one per
 // contender) of sys over addrs, measures mode for d, closes everything and
-// checks that no goroutine outlived the instances.
-func measureOne(ctx context.Context, sys systems.System, mode string, addrs []string, d time.Duration, prefix string) (rec report.Record) {
+// checks that no goroutine outlived the instances. In a degraded mode it
+// fails herald for the measurement (see measureDegraded) and brings it
+// back before closing; restoreErr says that bringing it back failed, which
+// leaves the servers unfit for further measurements.
+func measureOne(ctx context.Context, sys systems.System, mode string, addrs []string, herald *redistest.Server, d time.Duration, prefix string) (rec report.Record, restoreErr error) {
 	rec = report.Record{Mode: mode, System: sys.Name, Started: time.Now()}
 	before := runtime.NumGoroutine()
 	defer func() { rec.Took = time.Since(rec.Started) }()
 
+	fault := report.Fault(mode)
+	if fault != "" && herald == nil {
+		rec.Error = "degraded mode without a herald to fail"
+		return rec, nil
+	}
 	count := 1
 	if mode == report.ContendedMulti {
 		count = contenders
@@ -360,11 +400,11 @@ func measureOne(ctx context.Context, sys systems.System, mode string, addrs []st
 		})
 	}
 	for range count {
-		inst, err := sys.Open(addrs)
+		inst, err := sys.OpenFor(addrs, fault != "")
 		if err != nil {
 			rec.Error = "open: " + err.Error()
 			closeAll()
-			return rec
+			return rec, nil
 		}
 		instances = append(instances, inst)
 	}
@@ -382,17 +422,26 @@ func measureOne(ctx context.Context, sys systems.System, mode string, addrs []st
 			break
 		}
 		var t measure.Throughput
-		t, err = measure.RunThroughput(wd, instances[0], workers, d, prefix)
+		t, err = measure.RunThroughput(wd, instances[0], workers, d, 0, prefix)
 		rec.Throughput = &t
-	default:
+	case report.ContendedShared, report.ContendedMulti:
 		key := prefix + "contended"
 		acquirers := make([]systems.Acquirer, contenders)
 		for i := range acquirers {
 			acquirers[i] = instances[i%len(instances)].Contender(key)
 		}
 		var c measure.Contention
-		c, err = measure.RunContention(wd, acquirers, d)
+		c, err = measure.RunContention(wd, acquirers, d, 0)
 		rec.Contention = &c
+	default:
+		var injected bool
+		injected, err = measureDegraded(wd, instances[0], mode, herald, d, prefix, &rec)
+		if injected {
+			if rerr := restore(ctx, fault, herald); rerr != nil {
+				restoreErr = fmt.Errorf("bringing the herald %s back: %w", herald.Addr(), rerr)
+				err = errors.Join(err, restoreErr)
+			}
+		}
 	}
 	if err != nil && rec.Error == "" {
 		rec.Error = err.Error()
@@ -402,7 +451,55 @@ func measureOne(ctx context.Context, sys systems.System, mode string, addrs []st
 		rec.CloseError = closeErr.Error()
 	}
 	rec.LeakedGoroutines = leaked(before)
-	return rec
+	return rec, restoreErr
+}
+
+// measureDegraded measures a degraded mode on inst: a healthy warm-up of
+// WarmupOps operations, which opens the clients' connections to every
+// server as a running process has them, then the fault on herald (hung or
+// dead), then a warm-up of measure.DegradedWarmup with the fault in place
+// (uncontended operations for the uncontended modes, the contenders on a
+// key of their own for the contended ones), untimed, so that the system
+// has noticed the failed server; then the measurement of the healthy mode
+// it mirrors (uncontended, or contended-shared), every operation bounded
+// by measure.DegradedOpTimeout. It reports whether it injected the fault,
+// which the caller must then undo.
+func measureDegraded(wd measure.Watchdog, inst systems.Instance, mode string, herald *redistest.Server, d time.Duration, prefix string, rec *report.Record) (injected bool, err error) {
+	contended := report.Contended(mode)
+	workers := 1
+	if contended {
+		workers = contenders
+	}
+	if err := measure.Warmup(wd, inst, workers, measure.WarmupOps, prefix+"warmup:"); err != nil {
+		return false, err
+	}
+	if err := inject(report.Fault(mode), herald); err != nil {
+		return false, fmt.Errorf("making the herald %s %s: %w", herald.Addr(), report.Fault(mode), err)
+	}
+	if !contended {
+		// RunThroughput warms up for DegradedWarmup itself when its
+		// operations are bounded.
+		t, err := measure.RunThroughput(wd, inst, 1, d, measure.DegradedOpTimeout, prefix)
+		rec.Throughput = &t
+		return true, err
+	}
+	contend := func(key string) []systems.Acquirer {
+		acquirers := make([]systems.Acquirer, contenders)
+		for i := range acquirers {
+			acquirers[i] = inst.Contender(key)
+		}
+		return acquirers
+	}
+	w, err := measure.RunContention(wd, contend(prefix+"warm-contended"), measure.DegradedWarmup, measure.DegradedOpTimeout)
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("warm-up: %w", err)
+	case w.Violations > 0 || w.Hung > 0:
+		return true, fmt.Errorf("warm-up: %d violations, %d contenders hung", w.Violations, w.Hung)
+	}
+	c, err := measure.RunContention(wd, contend(prefix+"contended"), d, measure.DegradedOpTimeout)
+	rec.Contention = &c
+	return true, err
 }
 
 // leaked waits up to leakGrace for the goroutine count to come back to
@@ -421,8 +518,9 @@ func leaked(before int) int {
 	}
 }
 
-// notes are the lines printed under each mode's table.
-func notes(s settings) map[string][]string {
+// notes are the lines printed under each mode's table; heralds are the
+// herald's address by node count, for the degraded modes.
+func notes(s settings, heralds map[int]string) map[string][]string {
 	contended := []string{
 		"16 goroutines take one key in turn for " + s.duration.String() + ": acquire (bounded by 30s), an empty critical section, release.",
 		"acq/s: acquisitions granted within the window. hand-off: from the return of release k to the return of acquire k+1 (negative when k+1 returned first).",
@@ -430,13 +528,36 @@ func notes(s settings) map[string][]string {
 		"violations: acquisitions that returned while another goroutine held the lock. failures: acquisitions that returned an error (those cancelled at the end of the window excluded).",
 		"redislock (bsm) retries with RetryStrategy LinearBackoff(10ms) in the contended modes (its default is no retry). redsync keeps its defaults: 32 tries 50–250 ms apart, so an Acquire gives up after about 5 s (a failure).",
 	}
+	var herald []string
+	for _, n := range s.nodes {
+		if a, ok := heralds[n]; ok {
+			herald = append(herald, fmt.Sprintf("N=%d %s", n, a))
+		}
+	}
+	degraded := []string{
+		fmt.Sprintf("Measured at N≥%d only. The failed server is quorumlock's herald, the node that carries release notices and the wait queue: of the N servers, the one whose address sorts first as a string (quorumlock orders its nodes by name, and names a node by its address); here %s. The other systems fail the same server.",
+			report.DegradedMinNodes, strings.Join(herald, ", ")),
+		fmt.Sprintf("Each measurement opens fresh instances, warms them up healthy (%d operations: connections to every server open), fails the herald, warms up again for %v with the herald failed, untimed, so that the system has noticed it, and only then starts the clock. The herald is brought back before the instances close: a hung one continued (SIGCONT), a dead one restarted on its port, waited for until it answers and adopted for quorumlock's restart guard.",
+			measure.WarmupOps, measure.DegradedWarmup),
+		fmt.Sprintf("Every acquire and release is bounded by a context deadline of %v (acquisitions of the contended modes by 30s, as in contended-shared), so a system that waits out a hung server records failures, and at worst 0 per second, instead of hanging. The floors bound each call to a node by %v (quorumlock's default node timeout) in these modes, and still wait for every node each round; quorumlock and redsync keep their defaults.",
+			measure.DegradedOpTimeout, systems.NodeTimeout),
+	}
+	uncontended := []string{
+		"One goroutine acquires and releases a fresh key, again and again, for " + s.duration.String() + " after a 50-operation warm-up. p50/p99: acquire plus release; acquire p50/p99: the acquire alone.",
+		"allocs/op and B/op: the whole process's heap allocations during the measurement (runtime.MemStats, after runtime.GC) divided by operations, the clients' own goroutines included.",
+	}
+	hung := "hung: the herald is stopped with SIGSTOP for the whole measurement: it keeps its connections open and answers nothing, as a server stalled by the OS or a network that drops packets."
+	dead := "dead: the herald is shut down for the whole measurement: its connections are refused."
+	degradedUncontended := append([]string{
+		"As uncontended: one goroutine on fresh keys, the same figures. errors: operations that failed (each acquire and release bounded as below); they count neither in ops/s nor in the latencies. allocs/op include the bounding contexts.",
+	}, degraded...)
+	degradedContended := append([]string{
+		"As contended-shared: one instance shared by 16 goroutines, the same figures; each release bounded as below.",
+	}, degraded...)
 	return map[string][]string{
-		report.Uncontended: {
-			"One goroutine acquires and releases a fresh key, again and again, for " + s.duration.String() + " after a 50-operation warm-up. p50/p99: acquire plus release.",
-			"allocs/op and B/op: the whole process's heap allocations during the measurement (runtime.MemStats, after runtime.GC) divided by operations, the clients' own goroutines included.",
-		},
+		report.Uncontended: uncontended,
 		report.Parallel: {
-			fmt.Sprintf("%d goroutines, each on fresh keys of its own, share one instance (one client per server) for %s. ops/s is their total; p50/p99 of acquire plus release; allocations as in the uncontended table.", parallelWorkers, s.duration),
+			fmt.Sprintf("%d goroutines, each on fresh keys of its own, share one instance (one client per server) for %s. ops/s is their total; p50/p99 of acquire plus release, acquire p50/p99 of the acquire alone; allocations as in the uncontended table.", parallelWorkers, s.duration),
 		},
 		report.ContendedShared: append([]string{
 			"One instance shared by all goroutines: one quorumlock Locker, one redsync instance (a Mutex per goroutine on the same key), one rueidislock Locker, one redislock client.",
@@ -444,6 +565,10 @@ func notes(s settings) map[string][]string {
 		report.ContendedMulti: append([]string{
 			"Each goroutine has its own instance and its own clients, as 16 processes would.",
 		}, contended...),
+		report.HungUncontended: append([]string{hung}, degradedUncontended...),
+		report.DeadUncontended: append([]string{dead}, degradedUncontended...),
+		report.HungContended:   append(append([]string{hung}, degradedContended...), contended...),
+		report.DeadContended:   append(append([]string{dead}, degradedContended...), contended...),
 	}
 }
 
@@ -454,8 +579,8 @@ func progress(rec report.Record) string {
 		return "ERROR " + rec.Error
 	case rec.Throughput != nil:
 		t := rec.Throughput
-		return fmt.Sprintf("%8.0f ops/s  p50 %-10s p99 %-10s %6.1f allocs/op errors %d",
-			t.OpsPerSec, t.P50, t.P99, t.AllocsPerOp, t.Errors)
+		return fmt.Sprintf("%8.0f ops/s  p50 %-10s p99 %-10s acquire p99 %-10s %6.1f allocs/op errors %d",
+			t.OpsPerSec, t.P50, t.P99, t.AcquireP99, t.AllocsPerOp, t.Errors)
 	case rec.Contention != nil:
 		c := rec.Contention
 		return fmt.Sprintf("%8.0f acq/s  hand-off p50 %-10s wait p99 %-10s share %.2f viol %d fail %d",

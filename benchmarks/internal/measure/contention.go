@@ -14,7 +14,7 @@ import (
 // AcquireTimeout bounds each acquisition of a contended measurement.
 const AcquireTimeout = 30 * time.Second
 
-// releaseTimeout bounds each release of a contended measurement.
+// releaseTimeout bounds each release of a healthy contended measurement.
 const releaseTimeout = 10 * time.Second
 
 // Contention is the result of one Contention measurement.
@@ -57,7 +57,7 @@ type Contention struct {
 	FirstError        string `json:"first_error,omitempty"`
 	FirstReleaseError string `json:"first_release_error,omitempty"`
 	// Hung counts contenders still inside an acquire or a release
-	// releaseTimeout plus hangGrace after the window, ended by closing the
+	// the release bound plus hangGrace after the window, ended by closing the
 	// instances; their last operations count nowhere else.
 	Hung int `json:"hung,omitempty"`
 }
@@ -80,13 +80,17 @@ type contender struct {
 
 // RunContention runs one goroutine per Acquirer, all on one key, for d:
 // each loops acquire (bounded by AcquireTimeout) → critical section (no
-// work) → release. When d has passed, acquisitions still waiting are
-// cancelled and the goroutines stop after their current release. wd.Stop
-// ending stops the measurement early; goroutines still running
-// releaseTimeout plus hangGrace after d are aborted through wd and counted
-// in Hung. It returns an error when they did not return even after the
-// abort.
-func RunContention(wd Watchdog, acquirers []systems.Acquirer, d time.Duration) (Contention, error) {
+// work) → release (bounded by relTimeout, or releaseTimeout when it is 0;
+// the degraded modes pass DegradedOpTimeout). When d has passed,
+// acquisitions still waiting are cancelled and the goroutines stop after
+// their current release. wd.Stop ending stops the measurement early;
+// goroutines still running the release bound plus hangGrace after d are
+// aborted through wd and counted in Hung. It returns an error when they
+// did not return even after the abort.
+func RunContention(wd Watchdog, acquirers []systems.Acquirer, d, relTimeout time.Duration) (Contention, error) {
+	if relTimeout <= 0 {
+		relTimeout = releaseTimeout
+	}
 	var (
 		inside     atomic.Int32
 		seq        atomic.Int64
@@ -144,7 +148,7 @@ func RunContention(wd Watchdog, acquirers []systems.Acquirer, d time.Duration) (
 				if mine {
 					inside.Store(0)
 				}
-				rctx, rcancel := context.WithTimeout(context.Background(), releaseTimeout)
+				rctx, rcancel := context.WithTimeout(context.Background(), relTimeout)
 				rerr := h.Release(rctx)
 				relEnd := time.Since(t0)
 				rcancel()
@@ -166,7 +170,7 @@ func RunContention(wd Watchdog, acquirers []systems.Acquirer, d time.Duration) (
 	timer := time.AfterFunc(d, stop)
 	close(begin)
 	// An interrupt ends the window through runCtx: only a hang aborts.
-	didAbort, finished := Watchdog{Abort: wd.Abort}.watch(&done, d+releaseTimeout+hangGrace, &aborted)
+	didAbort, finished := Watchdog{Abort: wd.Abort}.watch(&done, d+relTimeout+hangGrace, &aborted)
 	timer.Stop()
 	if !finished {
 		return Contention{}, fmt.Errorf("contenders hung, and still did not return %v after the instances were closed", abortGrace)

@@ -17,4 +17,11 @@
 //
 // A Watchdog bounds both: operations still running a few seconds after the
 // end are ended by closing the instances under test, and counted as hung.
+//
+// The degraded modes, with a server failed, bound every operation
+// themselves: RunThroughput and WarmupFor with DegradedOpTimeout give each
+// acquire and each release a context deadline of its own, and
+// RunContention bounds releases the same way, so that a system that waits
+// out a hung server fails operations rather than hanging. Throughput also
+// reports the quantiles of the acquire alone.
 package measure

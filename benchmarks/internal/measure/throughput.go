@@ -16,6 +16,18 @@ import (
 // the clients' connections and load the systems' scripts.
 const WarmupOps = 50
 
+// DegradedWarmup is how long the warm-up of a degraded measurement runs
+// (WarmupFor), after the fault and before the clock starts, so that the
+// system has noticed the failed server.
+const DegradedWarmup = 200 * time.Millisecond
+
+// DegradedOpTimeout bounds each acquire and each release of a degraded
+// measurement (and of its warm-up), through the context it is given: a
+// system that waits on a hung server must not hang the measurement. It is
+// well below hangGrace, so that such operations end as failures rather
+// than being aborted.
+const DegradedOpTimeout = time.Second
+
 // Throughput is the result of one Throughput measurement.
 type Throughput struct {
 	// Workers is the number of goroutines.
@@ -30,11 +42,18 @@ type Throughput struct {
 	// P50 and P99 are quantiles of the time of acquire plus release.
 	P50 time.Duration `json:"p50_ns"`
 	P99 time.Duration `json:"p99_ns"`
+	// AcquireP50 and AcquireP99 are quantiles of the time of the acquire
+	// alone, over the same operations.
+	AcquireP50 time.Duration `json:"acquire_p50_ns"`
+	AcquireP99 time.Duration `json:"acquire_p99_ns"`
 	// AllocsPerOp and BytesPerOp are the process's heap allocations during
 	// the measurement (runtime.MemStats Mallocs and TotalAlloc deltas)
 	// divided by Ops.
 	AllocsPerOp float64 `json:"allocs_per_op"`
 	BytesPerOp  float64 `json:"bytes_per_op"`
+	// OpTimeout is the bound of each acquire and each release (0: none,
+	// context.Background()).
+	OpTimeout time.Duration `json:"op_timeout_ns,omitempty"`
 	// Errors counts failed acquisitions or releases; FirstError is the
 	// first of them.
 	Errors     int64  `json:"errors"`
@@ -87,10 +106,69 @@ func Warmup(wd Watchdog, inst systems.Instance, workers, ops int, prefix string)
 	return nil
 }
 
+// WarmupFor runs acquire+release operations on inst for d, from workers
+// goroutines on keys of their own that start with prefix, each acquire and
+// each release bounded by opTimeout; failures are expected (the degraded
+// modes run it after the fault) and only counted. It returns the
+// operations that succeeded and those that failed, and an error when wd
+// had to abort it.
+func WarmupFor(wd Watchdog, inst systems.Instance, workers int, d, opTimeout time.Duration, prefix string) (ok, failed int64, err error) {
+	var (
+		wg              sync.WaitGroup
+		aborted         atomic.Bool
+		okOps, failures atomic.Int64
+	)
+	end := time.Now().Add(d)
+	for i := range workers {
+		wg.Go(func() {
+			keys := newKeyRing(prefix, i, 4096)
+			for time.Now().Before(end) {
+				_, err := boundedOp(inst, keys.key(), opTimeout)
+				if aborted.Load() {
+					return
+				}
+				if err != nil {
+					failures.Add(1)
+				} else {
+					okOps.Add(1)
+				}
+			}
+		})
+	}
+	didAbort, finished := wd.watch(&wg, d+2*opTimeout+hangGrace, &aborted)
+	switch {
+	case !finished:
+		err = fmt.Errorf("warm-up: operations hung, and still did not return %v after the instances were closed", abortGrace)
+	case didAbort && wd.Stop != nil && wd.Stop.Err() != nil:
+		err = fmt.Errorf("warm-up: interrupted: %w", wd.Stop.Err())
+	case didAbort:
+		err = fmt.Errorf("warm-up: operations ran %v past their bound of %v; the instances were closed to end them", hangGrace, opTimeout)
+	}
+	return okOps.Load(), failures.Load(), err
+}
+
+// boundedOp acquires key on inst and releases it, each step under a
+// context of its own bounded by opTimeout, and returns how long the
+// acquire took.
+func boundedOp(inst systems.Instance, key string, opTimeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	actx, acancel := context.WithTimeout(context.Background(), opTimeout)
+	defer acancel()
+	h, err := inst.Acquire(actx, key)
+	acq := time.Since(start)
+	if err != nil {
+		return acq, err
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), opTimeout)
+	defer rcancel()
+	return acq, h.Release(rctx)
+}
+
 // worker is the state of one goroutine of a Throughput measurement.
 type worker struct {
 	keys     *keyRing
-	hist     histogram
+	hist     histogram // acquire plus release
+	acqHist  histogram // acquire
 	ops      int64
 	errs     int64
 	firstErr error
@@ -99,11 +177,15 @@ type worker struct {
 
 // RunThroughput runs workers goroutines, each acquiring and releasing a
 // fresh key of its own on inst (keys start with prefix), for d, after a
-// warm-up of WarmupOps operations. Operations still running hangGrace
-// after d are aborted through wd, and counted in Hung. It returns an error
-// when the warm-up fails or operations did not return even after the
-// abort.
-func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d time.Duration, prefix string) (Throughput, error) {
+// warm-up. With opTimeout 0, operations run under context.Background() and
+// the warm-up is WarmupOps operations, any failure of which is an error.
+// With opTimeout (the degraded modes), each acquire and each release runs
+// under a context bounded by opTimeout, and the warm-up is WarmupFor
+// DegradedWarmup, whose failures are expected. Operations still running
+// hangGrace after d are aborted through wd, and counted in Hung. It
+// returns an error when the warm-up fails or operations did not return
+// even after the abort.
+func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d, opTimeout time.Duration, prefix string) (Throughput, error) {
 	ctx := context.Background()
 	// Room for 60,000 operations per second of d in all, and 1,000 more per
 	// worker; a worker that goes past that reuses its first keys.
@@ -113,7 +195,11 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d time.Durat
 		ws[i] = &worker{keys: newKeyRing(prefix, i, perWorker)}
 	}
 
-	if err := Warmup(wd, inst, workers, WarmupOps, prefix+"warm:"); err != nil {
+	if opTimeout > 0 {
+		if _, _, err := WarmupFor(wd, inst, workers, DegradedWarmup, opTimeout, prefix+"warm:"); err != nil {
+			return Throughput{}, err
+		}
+	} else if err := Warmup(wd, inst, workers, WarmupOps, prefix+"warm:"); err != nil {
 		return Throughput{}, err
 	}
 
@@ -134,9 +220,17 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d time.Durat
 					stopped.Add(1)
 					return
 				}
-				h, err := inst.Acquire(ctx, w.keys.key())
-				if err == nil {
-					err = h.Release(ctx)
+				var acq time.Duration
+				var err error
+				if opTimeout > 0 {
+					acq, err = boundedOp(inst, w.keys.key(), opTimeout)
+				} else {
+					var h systems.Held
+					h, err = inst.Acquire(ctx, w.keys.key())
+					acq = time.Since(start)
+					if err == nil {
+						err = h.Release(ctx)
+					}
 				}
 				lat := time.Since(start)
 				if aborted.Load() {
@@ -149,6 +243,7 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d time.Durat
 					continue
 				}
 				w.hist.record(lat)
+				w.acqHist.record(acq)
 				w.ops++
 			}
 		})
@@ -167,14 +262,15 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d time.Durat
 		return Throughput{}, fmt.Errorf("operations hung, and still did not return %v after the instances were closed", abortGrace)
 	}
 
-	res := Throughput{Workers: workers}
+	res := Throughput{Workers: workers, OpTimeout: opTimeout}
 	if didAbort {
 		res.Hung = workers - int(stopped.Load())
 	}
-	var all histogram
+	var all, acq histogram
 	end := deadline
 	for _, w := range ws {
 		all.merge(&w.hist)
+		acq.merge(&w.acqHist)
 		res.Ops += w.ops
 		res.Errors += w.errs
 		if w.firstErr != nil && res.FirstError == "" {
@@ -188,6 +284,8 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d time.Durat
 	res.OpsPerSec = float64(res.Ops) / res.Elapsed.Seconds()
 	res.P50 = all.quantile(0.50)
 	res.P99 = all.quantile(0.99)
+	res.AcquireP50 = acq.quantile(0.50)
+	res.AcquireP99 = acq.quantile(0.99)
 	if res.Ops > 0 {
 		res.AllocsPerOp = float64(after.Mallocs-before.Mallocs) / float64(res.Ops)
 		res.BytesPerOp = float64(after.TotalAlloc-before.TotalAlloc) / float64(res.Ops)

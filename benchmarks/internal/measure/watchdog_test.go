@@ -46,7 +46,7 @@ func TestThroughputAbortsHungOperations(t *testing.T) {
 	inst := &hangingInstance{hang: WarmupOps + 100, closed: make(chan struct{})}
 	wd := Watchdog{Abort: func() { _ = inst.Close() }}
 	start := time.Now()
-	res, err := RunThroughput(wd, inst, 4, 100*time.Millisecond, "k:")
+	res, err := RunThroughput(wd, inst, 4, 100*time.Millisecond, 0, "k:")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,19 +11,72 @@ import (
 	"github.com/quorumlock/quorumlock/benchmarks/internal/measure"
 )
 
-// The modes of lockbench, in the order they run and are reported.
+// The modes of lockbench, in the order they run and are reported. The
+// last four are the degraded modes: one server, the herald, is hung or
+// dead while they measure as uncontended or contended-shared do.
 const (
 	Uncontended     = "uncontended"
 	Parallel        = "parallel"
 	ContendedShared = "contended-shared"
 	ContendedMulti  = "contended-multi"
+	HungUncontended = "hung-uncontended"
+	DeadUncontended = "dead-uncontended"
+	HungContended   = "hung-contended"
+	DeadContended   = "dead-contended"
 )
 
 // Modes lists every mode in order.
-var Modes = []string{Uncontended, Parallel, ContendedShared, ContendedMulti}
+var Modes = []string{Uncontended, Parallel, ContendedShared, ContendedMulti,
+	HungUncontended, DeadUncontended, HungContended, DeadContended}
+
+// The faults of the degraded modes: the herald stopped with SIGSTOP (it
+// keeps its connections and answers nothing), or shut down (connections
+// refused).
+const (
+	Hung = "hung"
+	Dead = "dead"
+)
+
+// DegradedMinNodes is the smallest node count the degraded modes are
+// measured with: a majority must be left when one server fails.
+const DegradedMinNodes = 3
 
 // Contended reports whether mode is one of the contended modes.
-func Contended(mode string) bool { return mode == ContendedShared || mode == ContendedMulti }
+func Contended(mode string) bool {
+	switch mode {
+	case ContendedShared, ContendedMulti, HungContended, DeadContended:
+		return true
+	}
+	return false
+}
+
+// Fault returns the fault of a degraded mode, Hung or Dead, and "" for a
+// healthy mode.
+func Fault(mode string) string {
+	switch mode {
+	case HungUncontended, HungContended:
+		return Hung
+	case DeadUncontended, DeadContended:
+		return Dead
+	}
+	return ""
+}
+
+// Degraded reports whether mode is one of the degraded modes.
+func Degraded(mode string) bool { return Fault(mode) != "" }
+
+// Healthy returns the healthy mode that a degraded mode measures like and
+// is compared with (uncontended or contended-shared), or mode itself when
+// it is healthy.
+func Healthy(mode string) string {
+	switch mode {
+	case HungUncontended, DeadUncontended:
+		return Uncontended
+	case HungContended, DeadContended:
+		return ContendedShared
+	}
+	return mode
+}
 
 // Record is one measurement: one line of the JSON output.
 type Record struct {
@@ -43,8 +96,8 @@ type Record struct {
 	// LeakedGoroutines counts goroutines still running five seconds after
 	// the instances were closed, beyond those running before they opened.
 	LeakedGoroutines int `json:"leaked_goroutines,omitempty"`
-	// Throughput is set in the uncontended and parallel modes, Contention
-	// in the contended ones.
+	// Throughput is set in the uncontended, parallel and degraded
+	// uncontended modes, Contention in the contended ones.
 	Throughput *measure.Throughput `json:"throughput,omitempty"`
 	Contention *measure.Contention `json:"contention,omitempty"`
 }
@@ -89,6 +142,17 @@ func tp(f func(*measure.Throughput) float64) func(Record) (float64, bool) {
 	}
 }
 
+// tpLatency is tp for a latency quantile, which has no value when no
+// operation succeeded.
+func tpLatency(f func(*measure.Throughput) time.Duration) func(Record) (float64, bool) {
+	return func(r Record) (float64, bool) {
+		if r.Throughput == nil || r.Throughput.Ops == 0 {
+			return 0, false
+		}
+		return dur(f(r.Throughput)), true
+	}
+}
+
 func ct(f func(*measure.Contention) float64) func(Record) (float64, bool) {
 	return func(r Record) (float64, bool) {
 		if r.Contention == nil {
@@ -98,31 +162,67 @@ func ct(f func(*measure.Contention) float64) func(Record) (float64, bool) {
 	}
 }
 
-func dur(d time.Duration) float64 { return float64(d) }
-
-var throughputColumns = []column{
-	{"ops/s", tp(func(t *measure.Throughput) float64 { return t.OpsPerSec }), fmtCount},
-	{"p50", tp(func(t *measure.Throughput) float64 { return dur(t.P50) }), fmtDur},
-	{"p99", tp(func(t *measure.Throughput) float64 { return dur(t.P99) }), fmtDur},
-	{"allocs/op", tp(func(t *measure.Throughput) float64 { return t.AllocsPerOp }), fmtAllocs},
-	{"B/op", tp(func(t *measure.Throughput) float64 { return t.BytesPerOp }), fmtCount},
+// ctPairs and ctWait are ct for the metrics of hand-offs (which need two
+// acquisitions) and of waits (which need one taken over from another
+// goroutine): they have no value without them.
+func ctPairs(f func(*measure.Contention) float64) func(Record) (float64, bool) {
+	return func(r Record) (float64, bool) {
+		if r.Contention == nil || r.Contention.Acquisitions+r.Contention.Late < 2 {
+			return 0, false
+		}
+		return f(r.Contention), true
+	}
 }
 
+func ctWait(f func(*measure.Contention) time.Duration) func(Record) (float64, bool) {
+	return func(r Record) (float64, bool) {
+		if r.Contention == nil || r.Contention.Waits == 0 {
+			return 0, false
+		}
+		return dur(f(r.Contention)), true
+	}
+}
+
+func dur(d time.Duration) float64 { return float64(d) }
+
+// The metrics of the tables and targets.
+var (
+	opsPerSec  = column{"ops/s", tp(func(t *measure.Throughput) float64 { return t.OpsPerSec }), fmtCount}
+	opP50      = column{"p50", tpLatency(func(t *measure.Throughput) time.Duration { return t.P50 }), fmtDur}
+	opP99      = column{"p99", tpLatency(func(t *measure.Throughput) time.Duration { return t.P99 }), fmtDur}
+	acquireP50 = column{"acquire p50", tpLatency(func(t *measure.Throughput) time.Duration { return t.AcquireP50 }), fmtDur}
+	acquireP99 = column{"acquire p99", tpLatency(func(t *measure.Throughput) time.Duration { return t.AcquireP99 }), fmtDur}
+	allocs     = column{"allocs/op", tp(func(t *measure.Throughput) float64 { return t.AllocsPerOp }), fmtAllocs}
+	bytesPerOp = column{"B/op", tp(func(t *measure.Throughput) float64 { return t.BytesPerOp }), fmtCount}
+	opErrors   = column{"errors", tp(func(t *measure.Throughput) float64 { return float64(t.Errors) }), fmtCount}
+
+	acqPerSec  = column{"acq/s", ct(func(c *measure.Contention) float64 { return c.AcqPerSec }), fmtCount}
+	handoffP50 = column{"hand-off p50", ctPairs(func(c *measure.Contention) float64 { return dur(c.HandoffP50) }), fmtDur}
+	handoffP99 = column{"hand-off p99", ctPairs(func(c *measure.Contention) float64 { return dur(c.HandoffP99) }), fmtDur}
+	waitP50    = column{"wait p50", ctWait(func(c *measure.Contention) time.Duration { return c.WaitP50 }), fmtDur}
+	waitP99    = column{"wait p99", ctWait(func(c *measure.Contention) time.Duration { return c.WaitP99 }), fmtDur}
+	waitMax    = column{"wait max", ctWait(func(c *measure.Contention) time.Duration { return c.WaitMax }), fmtDur}
+	releaser   = column{"releaser share", ctPairs(func(c *measure.Contention) float64 { return c.ReleaserShare }), fmtShare}
+)
+
+var throughputColumns = []column{opsPerSec, opP50, opP99, acquireP50, acquireP99, allocs, bytesPerOp}
+
+// degradedThroughputColumns add the failed operations, which the healthy
+// tables leave to the notes.
+var degradedThroughputColumns = append(slices.Clip(throughputColumns), opErrors)
+
 var contentionColumns = []column{
-	{"acq/s", ct(func(c *measure.Contention) float64 { return c.AcqPerSec }), fmtCount},
-	{"hand-off p50", ct(func(c *measure.Contention) float64 { return dur(c.HandoffP50) }), fmtDur},
-	{"hand-off p99", ct(func(c *measure.Contention) float64 { return dur(c.HandoffP99) }), fmtDur},
-	{"wait p50", ct(func(c *measure.Contention) float64 { return dur(c.WaitP50) }), fmtDur},
-	{"wait p99", ct(func(c *measure.Contention) float64 { return dur(c.WaitP99) }), fmtDur},
-	{"wait max", ct(func(c *measure.Contention) float64 { return dur(c.WaitMax) }), fmtDur},
-	{"releaser share", ct(func(c *measure.Contention) float64 { return c.ReleaserShare }), fmtShare},
+	acqPerSec, handoffP50, handoffP99, waitP50, waitP99, waitMax, releaser,
 	{"violations", ct(func(c *measure.Contention) float64 { return float64(c.Violations) }), fmtCount},
 	{"failures", ct(func(c *measure.Contention) float64 { return float64(c.Failures) }), fmtCount},
 }
 
 func columnsOf(mode string) []column {
-	if Contended(mode) {
+	switch {
+	case Contended(mode):
 		return contentionColumns
+	case Degraded(mode):
+		return degradedThroughputColumns
 	}
 	return throughputColumns
 }
@@ -252,22 +352,24 @@ func (r *Report) sorted() []Record {
 }
 
 // mean returns the mean of metric over the runs of (nodes, mode, system)
-// that were measured.
-func (r *Report) mean(nodes int, mode, system string, metric func(Record) (float64, bool)) (float64, int) {
-	sum, n := 0.0, 0
+// that were measured and have a value of it, how many those are, and how
+// many runs were measured at all (without an error).
+func (r *Report) mean(nodes int, mode, system string, metric func(Record) (float64, bool)) (v float64, valued, measured int) {
+	sum := 0.0
 	for _, rec := range r.Records {
 		if rec.Nodes != nodes || rec.Mode != mode || rec.System != system || rec.Error != "" {
 			continue
 		}
+		measured++
 		if v, ok := metric(rec); ok {
 			sum += v
-			n++
+			valued++
 		}
 	}
-	if n == 0 {
-		return math.NaN(), 0
+	if valued == 0 {
+		return math.NaN(), 0, measured
 	}
-	return sum / float64(n), n
+	return sum / float64(valued), valued, measured
 }
 
 func writeTable(w io.Writer, head []string, rows [][]string) {
@@ -300,16 +402,18 @@ func fmtDur(v float64) string {
 		sign, v = "-", -v
 	}
 	var s string
+	// Each bound is where the next unit's rounding starts ("1000 ms" is
+	// "1.00 s").
 	switch {
-	case v < 10e3:
+	case v < 9.95e3:
 		s = fmt.Sprintf("%.1f µs", v/1e3)
-	case v < 1e6:
+	case v < 999.5e3:
 		s = fmt.Sprintf("%.0f µs", v/1e3)
-	case v < 10e6:
+	case v < 9.995e6:
 		s = fmt.Sprintf("%.2f ms", v/1e6)
-	case v < 100e6:
+	case v < 99.95e6:
 		s = fmt.Sprintf("%.1f ms", v/1e6)
-	case v < 1e9:
+	case v < 999.5e6:
 		s = fmt.Sprintf("%.0f ms", v/1e6)
 	default:
 		s = fmt.Sprintf("%.2f s", v/1e9)

@@ -14,4 +14,8 @@
 // two exceptions are rueidislock, which builds its own client and needs
 // rueidis's client-side caching to learn of releases, and so gets rueidis's
 // defaults, and bsm/redislock, which shares go-redis's settings.
+//
+// System.OpenFor opens a system for a healthy or a degraded mode: the same
+// Instance, except that the floors bound each call to a node by
+// NodeTimeout in the degraded modes, as quorumlock bounds its own.
 package systems

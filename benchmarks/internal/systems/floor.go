@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -33,10 +34,16 @@ type floorNode interface {
 // SET key value NX PX 10000 to every node (a direct call for one node, one
 // goroutine per node and a sync.WaitGroup for more), and wins when a
 // majority set the key. A release runs the script on every node the same
-// way. There are no per-call timeouts, no validity computation, no retries
-// and no clean-up beyond releasing a lost round: the floor is what a lock
-// over this driver cannot go below.
-func openFloor(drv string) func([]string) (Instance, error) {
+// way. There are no per-call timeouts (unless nodeTimeout is positive), no
+// validity computation, no retries and no clean-up beyond releasing a lost
+// round: the floor is what a lock over this driver cannot go below.
+//
+// With a positive nodeTimeout (the degraded modes, NodeTimeout), each call
+// to a node runs under a context.WithTimeout of its own, as quorumlock's
+// node timeout bounds its calls, so that a hung server costs the floor that
+// long per round rather than stopping it; each round still waits for every
+// node.
+func openFloor(drv string, nodeTimeout time.Duration) func([]string) (Instance, error) {
 	return func(addrs []string) (Instance, error) {
 		ctx := context.Background()
 		nodes, cl, err := perServer[floorNode]{
@@ -58,14 +65,15 @@ func openFloor(drv string) func([]string) (Instance, error) {
 		if err != nil {
 			return nil, fmt.Errorf("floor: %w", err)
 		}
-		return &floor{nodes: nodes, quorum: len(nodes)/2 + 1, clients: cl}, nil
+		return &floor{nodes: nodes, quorum: len(nodes)/2 + 1, nodeTimeout: nodeTimeout, clients: cl}, nil
 	}
 }
 
 type floor struct {
-	nodes   []floorNode
-	quorum  int
-	clients closers
+	nodes       []floorNode
+	quorum      int
+	nodeTimeout time.Duration // 0: none
+	clients     closers
 }
 
 // errFloorNotAcquired is the floor's answer when fewer than a majority set
@@ -76,11 +84,21 @@ var errFloorNotAcquired = errors.New("floor: no majority set the key")
 // deleted the key.
 var errFloorNotReleased = errors.New("floor: no majority deleted the key")
 
+// call runs op on node n, bounded by the node timeout if there is one.
+func (f *floor) call(ctx context.Context, n floorNode, key, value string, op func(floorNode, context.Context, string, string) (bool, error)) (bool, error) {
+	if f.nodeTimeout <= 0 {
+		return op(n, ctx, key, value)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.nodeTimeout)
+	defer cancel()
+	return op(n, cctx, key, value)
+}
+
 // each runs op on every node (directly for one node, one goroutine per
 // node otherwise) and returns how many said yes, with the nodes' errors.
 func (f *floor) each(ctx context.Context, key, value string, op func(floorNode, context.Context, string, string) (bool, error)) (int, error) {
 	if len(f.nodes) == 1 {
-		ok, err := op(f.nodes[0], ctx, key, value)
+		ok, err := f.call(ctx, f.nodes[0], key, value, op)
 		if ok {
 			return 1, nil
 		}
@@ -94,7 +112,7 @@ func (f *floor) each(ctx context.Context, key, value string, op func(floorNode, 
 	)
 	for _, n := range f.nodes {
 		wg.Go(func() {
-			ok, err := op(n, ctx, key, value)
+			ok, err := f.call(ctx, n, key, value, op)
 			switch {
 			case ok:
 				yes.Add(1)

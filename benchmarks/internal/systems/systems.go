@@ -14,6 +14,7 @@ import (
 	qlredigo "github.com/quorumlock/quorumlock/backends/redigo"
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	qlvalkey "github.com/quorumlock/quorumlock/backends/valkey"
+	"github.com/quorumlock/quorumlock/core"
 )
 
 // TTL is the lock time-to-live of every system that lets the caller choose
@@ -21,6 +22,12 @@ import (
 // defaults (quorumlock 10 s, redsync 8 s, rueidislock 5 s, extended in the
 // background).
 const TTL = 10_000 // milliseconds
+
+// NodeTimeout bounds each call of a floor to a node in the degraded modes:
+// quorumlock's default node timeout. (quorumlock keeps its default;
+// redsync bounds each try of an acquisition by 5% of its 8 s expiry, its
+// default, and its releases only by the caller's context.)
+const NodeTimeout = core.DefaultNodeTimeout
 
 // Held is a lock that an Instance granted.
 type Held interface {
@@ -64,15 +71,27 @@ type System struct {
 	// (rueidislock, bsm/redislock): they are measured with N=1 alone.
 	SingleNode bool
 	// Floor marks the library-free floors, measured only in the
-	// uncontended and parallel modes.
+	// uncontended modes (healthy and degraded) and the parallel mode.
 	Floor bool
 	// Open makes a fresh Instance over the servers at addrs, with its own
 	// clients.
 	Open func(addrs []string) (Instance, error)
+	// OpenDegraded, when set, is what the degraded modes open instead of
+	// Open: the floors with NodeTimeout.
+	OpenDegraded func(addrs []string) (Instance, error)
 }
 
 // Supports reports whether the system is measured over n servers.
 func (s System) Supports(n int) bool { return !s.SingleNode || n == 1 }
+
+// OpenFor makes a fresh Instance for a measurement of a healthy mode, or
+// of a degraded one (through OpenDegraded, when the system has one).
+func (s System) OpenFor(addrs []string, degraded bool) (Instance, error) {
+	if degraded && s.OpenDegraded != nil {
+		return s.OpenDegraded(addrs)
+	}
+	return s.Open(addrs)
+}
 
 // All returns every system, in the order of the report's tables.
 func All() []System {
@@ -92,8 +111,10 @@ func All() []System {
 	all = append(all,
 		System{Name: "rueidislock", Driver: "rueidis", SingleNode: true, Open: openRueidislock},
 		System{Name: "redislock", Driver: "goredis", SingleNode: true, Open: openRedislock},
-		System{Name: "floor-goredis", Driver: "goredis", Floor: true, Open: openFloor("goredis")},
-		System{Name: "floor-rueidis", Driver: "rueidis", Floor: true, Open: openFloor("rueidis")},
+		System{Name: "floor-goredis", Driver: "goredis", Floor: true,
+			Open: openFloor("goredis", 0), OpenDegraded: openFloor("goredis", NodeTimeout)},
+		System{Name: "floor-rueidis", Driver: "rueidis", Floor: true,
+			Open: openFloor("rueidis", 0), OpenDegraded: openFloor("rueidis", NodeTimeout)},
 	)
 	return all
 }
