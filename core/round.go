@@ -400,7 +400,7 @@ func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []atomic.Int6
 			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 		}, nil
 	}
-	var counters []atomic.Int64 // atomic: a late call may write after the round
+	var counters []atomic.Int64  // atomic: a late call may write after the round
 	var fenced, guarded []string // the scripts' keys
 	args := []string{value, l.ttlMillis, l.guardMillis}
 	if fence != "" {
