@@ -22,8 +22,9 @@ import (
 
 // health is what a Locker knows of its nodes' health.
 type health struct {
-	l     *Locker
-	nodes []nodeHealth
+	l       *Locker
+	nodes   []nodeHealth
+	sharded []bool // per node: driver.Sharded, never suspect
 
 	mu     sync.Mutex
 	closed bool
@@ -69,8 +70,9 @@ type owedRelease struct {
 const maxOwed = 4096
 
 func newHealth(l *Locker) *health {
-	h := &health{l: l, nodes: make([]nodeHealth, len(l.nodes)), stop: make(chan struct{})}
+	h := &health{l: l, nodes: make([]nodeHealth, len(l.nodes)), sharded: make([]bool, len(l.nodes)), stop: make(chan struct{})}
 	for i := range h.nodes {
+		h.sharded[i] = l.sharded(i)
 		h.nodes[i].why.Store(newSuspectErrors(l.names[i], nil))
 		h.nodes[i].lane = make(chan struct{}, 1)
 	}
@@ -122,9 +124,11 @@ func (h *health) suspect(i int) bool { return h.nodes[i].suspect.Load() }
 
 // failed records that a call to node i timed out or could not connect,
 // with err: the node is suspect from now on, and probed until it answers.
+// A sharded node (a Redis Cluster) never is: one master down says nothing
+// of the keys on the others.
 func (h *health) failed(i int, err error) {
 	n := &h.nodes[i]
-	if n.suspect.Load() {
+	if n.suspect.Load() || h.sharded[i] {
 		return
 	}
 	n.mu.Lock()
