@@ -71,7 +71,9 @@ func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock,
 	a := &acquisition{l: l, ctx: ctx, key: key, rkey: rkey, fence: fence, tries: tries}
 	// A key whose queue cannot share its cluster slot has none: waiters poll.
 	var hasQueue bool
-	a.qkey, hasQueue = driver.QueueKey(rkey)
+	if a.qkey, hasQueue = driver.QueueKey(rkey); !hasQueue {
+		a.qkey = ""
+	}
 	a.handoff = l.wake && hasQueue
 	// Just handed to a waiter here: queue behind it, no round first
 	// (docs/design.md, yielding).
@@ -110,7 +112,7 @@ type acquisition struct {
 	l                *Locker
 	ctx              context.Context
 	key, rkey, fence string
-	qkey             string // the wait queue's key
+	qkey             string // the wait queue's key, "" when the key has none
 	tries            int
 	handoff          bool // waiters queue for a hand-off (WithWakeOnRelease)
 
@@ -169,7 +171,7 @@ func (a *acquisition) round() (lock *Lock, done bool, err error) {
 		a.counted++
 	}
 	a.followUp = false
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.fence, a.woken)
+	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, a.woken)
 	a.chain, a.woken = a.woken, wokenByNothing
 	if a.w != nil {
 		l.hub.roundOver(a.w, a.me, qe == nil)

@@ -29,6 +29,7 @@ type Lock struct {
 	// skipped has the bits of the nodes the acquiring round never sent its
 	// call (suspect or not tried): releases leave them out.
 	skipped uint64
+	qkey    string // the key's wait queue, "" when it has none
 
 	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)
 
@@ -347,7 +348,7 @@ func (k *Lock) release(ctx context.Context) error {
 		k.finish(stateReleased, &k.relErr)
 		l.keeper.idle()
 	}
-	results, handed := l.releaseAll(detached(ctx), k.rkey, k.value, true, prev, k.skipped)
+	results, handed := l.releaseAll(detached(ctx), k.rkey, k.qkey, k.value, true, prev, k.skipped)
 	if handed {
 		l.handedOver(k.rkey)
 	}

@@ -18,8 +18,13 @@ import (
 func newValue() string {
 	var b [driver.ValueBytes]byte
 	_, _ = rand.Read(b[:]) // never fails: it crashes the program instead
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	var v [valueLen]byte   // on the stack: one allocation, the string's
+	base64.RawURLEncoding.Encode(v[:], b[:])
+	return string(v[:])
 }
+
+// valueLen is the length of a lock value: ValueBytes in base64 without padding.
+const valueLen = (driver.ValueBytes*8 + 5) / 6
 
 // millis formats a TTL for PX and PEXPIRE.
 func millis(d time.Duration) string {

@@ -49,9 +49,14 @@ func (o *owing) needs(i int) bool {
 // roundOwing is round, but for a release (o not nil): see owing.
 func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nodeCall, o *owing) []NodeResult {
 	n := len(l.nodes)
-	results := make([]NodeResult, n)
-	votes := make([]strategies.Result, n)
-	var late lateCalls
+	st := new(roundState) // one allocation for up to smallRound nodes
+	results, votes := st.results[:], st.votes[:]
+	if n <= smallRound {
+		results, votes = results[:n:n], votes[:n:n]
+	} else {
+		results, votes = make([]NodeResult, n), make([]strategies.Result, n)
+	}
+	late := &st.late
 	s.Run(ctx, strategies.Round{
 		Nodes:   n,
 		Quorum:  l.o.quorum,
@@ -70,6 +75,18 @@ func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nod
 		results[i].Node = l.names[i]
 	}
 	return results
+}
+
+// smallRound is the number of nodes up to which a round's state is one
+// allocation (roundState).
+const smallRound = 5
+
+// roundState is a round's results, the strategy's votes and the late
+// calls, for up to smallRound nodes.
+type roundState struct {
+	results [smallRound]NodeResult
+	votes   [smallRound]strategies.Result
+	late    lateCalls
 }
 
 // attempt asks node i once, under actx (the caller's ctx bounded by the
@@ -233,10 +250,11 @@ func detached(ctx context.Context) context.Context {
 
 // releaseAll asks every node to delete key if it holds value, but for the
 // nodes in skipped, never sent it. With notify, the herald also hands the
-// key to the oldest queued waiter, and handed reports that it did. Nodes
-// that answered prev, an earlier release of the same value, are not asked
-// again. A suspect node is owed the release (health.owe) rather than asked.
-func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
+// key to the oldest waiter in its queue qkey (if not ""), and handed
+// reports that it did. Nodes that answered prev, an earlier release of the
+// same value, are not asked again. A release to a suspect node runs in the
+// background after the call running there, and is owed if not answered.
+func (l *Locker) releaseAll(ctx context.Context, key, qkey, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
 	// One allocation: keys kv[:1], args kv[2:3]; on the herald kv[:2], kv[2:4].
 	st := &struct {
 		kv     [4]string
@@ -247,9 +265,7 @@ func (l *Locker) releaseAll(ctx context.Context, key, value string, notify bool,
 	if notify {
 		herald = l.heraldNow()
 		st.kv[3] = driver.ReleaseChannel(key)
-		if q, ok := driver.QueueKey(key); ok {
-			st.kv[1] = q
-		}
+		st.kv[1] = qkey
 	}
 	results = l.roundOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		switch {
@@ -335,7 +351,7 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 // acquireOnce is one round of the Redlock algorithm, with the fencing step
 // when fence is set, a leaderRound after an empty notice. A failed round
 // releases every node; it reports whether that handed the key on.
-func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
+func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
@@ -355,7 +371,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
-		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), skipped: l.skippedNodes(results)}
+		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), skipped: l.skippedNodes(results), qkey: qkey}
 		if l.obs != nil {
 			lock.nodes = results // kept for the Observer only
 		}
@@ -364,7 +380,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, fence string, woken
 
 	// Redlock rule 5: release every node, even after ctx ended. Only a round
 	// no notice started announces this release (docs/design.md, a round).
-	_, handed := l.releaseAll(detached(ctx), rkey, value, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
+	_, handed := l.releaseAll(detached(ctx), rkey, qkey, value, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed
@@ -400,15 +416,17 @@ func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []atomic.Int6
 			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 		}, nil
 	}
-	var counters []atomic.Int64  // atomic: a late call may write after the round
-	var fenced, guarded []string // the scripts' keys
-	args := []string{value, l.ttlMillis, l.guardMillis}
+	var counters []atomic.Int64 // atomic: a late call may write after the round
+	// The scripts' arguments and keys, in one allocation.
+	kv := &[8]string{value, l.ttlMillis, l.guardMillis, rkey, fence, rkey, driver.BirthKey, fence}
+	args := kv[0:3]
+	var fenced, guarded []string
 	if fence != "" {
 		counters = make([]atomic.Int64, len(l.nodes))
-		fenced = []string{rkey, fence}
+		fenced = kv[3:5]
 	}
 	if l.guarded != nil {
-		guarded = []string{rkey, driver.BirthKey, fence}
+		guarded = kv[5:8]
 		if fence == "" {
 			guarded = guarded[:2]
 		}

@@ -3,6 +3,7 @@ package strategies
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // errRoundTimeout is the cause of a concurrent round's shared deadline.
@@ -57,39 +58,21 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 		}
 		return
 	}
-	actx, cancel := ctx, context.CancelFunc(func() {})
-	if r.Timeout > 0 {
-		actx, cancel = context.WithTimeoutCause(ctx, r.Timeout, errRoundTimeout)
-	} else if c.failFast || c.stopAtQuorum {
-		actx, cancel = context.WithCancel(ctx)
-	}
+	actx, cancel := c.roundContext(ctx, r.Timeout)
 	defer cancel()
 
 	votes := make(chan vote, r.Nodes)
-	for i := 0; i < r.Nodes; i++ {
-		go func(i int) {
-			var won bool
-			switch {
-			case actx.Err() == nil:
-				won = r.Attempt(actx, i)
-			case ctx.Err() != nil || context.Cause(actx) != errRoundTimeout:
-				// The caller gave up, or the round was decided before this
-				// attempt got going: it is not started.
-				votes <- vote{node: i, result: NotTried}
-				return
-			default:
-				// The shared deadline passed before this attempt got
-				// going (a process short of CPU): it still runs, under a
-				// timeout of its own. Skipped, a release would leave the
-				// key on this node until its TTL.
-				won = runBounded(ctx, r, i)
-			}
-			if won {
-				votes <- vote{node: i, result: Won}
-			} else {
-				votes <- vote{node: i, result: Lost}
-			}
-		}(i)
+	// Without an early cut, the last node's attempt runs on this goroutine:
+	// one goroutine fewer per round, and the votes are only read after.
+	spawned := r.Nodes
+	if !c.failFast && !c.stopAtQuorum {
+		spawned--
+	}
+	for i := 0; i < spawned; i++ {
+		go func(i int) { votes <- vote{node: i, result: attemptVote(ctx, actx, r, i)} }(i)
+	}
+	if spawned < r.Nodes {
+		votes <- vote{node: spawned, result: attemptVote(ctx, actx, r, spawned)}
 	}
 	won, lost := 0, 0
 	maxLost := r.Nodes - r.Quorum
@@ -111,4 +94,40 @@ func (c concurrent) Run(ctx context.Context, r Round, results []Result) {
 			}
 		}
 	}
+}
+
+// roundContext returns the context of a round's attempts: bounded by the
+// round's timeout, and cancellable when the strategy may cut it short.
+func (c concurrent) roundContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	switch {
+	case timeout > 0:
+		return context.WithTimeoutCause(ctx, timeout, errRoundTimeout)
+	case c.failFast || c.stopAtQuorum:
+		return context.WithCancel(ctx)
+	}
+	return ctx, func() {}
+}
+
+// attemptVote runs node i's attempt under actx, the round's context, and
+// returns its vote.
+func attemptVote(ctx, actx context.Context, r Round, i int) Result {
+	var won bool
+	switch {
+	case actx.Err() == nil:
+		won = r.Attempt(actx, i)
+	case ctx.Err() != nil || context.Cause(actx) != errRoundTimeout:
+		// The caller gave up, or the round was decided before this
+		// attempt got going: it is not started.
+		return NotTried
+	default:
+		// The shared deadline passed before this attempt got going (a
+		// process short of CPU): it still runs, under a timeout of its
+		// own. Skipped, a release would leave the key on this node until
+		// its TTL.
+		won = runBounded(ctx, r, i)
+	}
+	if won {
+		return Won
+	}
+	return Lost
 }
