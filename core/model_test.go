@@ -641,9 +641,14 @@ func (w *world) releaseLock(r *lockRec, healed bool) {
 	after := slices.Clone(w.releases[r.value])
 	w.mu.Unlock()
 	w.expect("Release", err, core.ErrNotHeld, core.ErrUnavailable, core.ErrClosed)
+	var qe *core.QuorumError
+	errors.As(err, &qe)
 	for _, i := range retry {
-		// A suspect node is asked in the background, or owed the release.
-		if at(after, i) <= at(before, i) && !w.suspectLocked(i) {
+		// A suspect node is asked in the background, or owed the release:
+		// a Release that returned nil may not have waited for it, nor one
+		// whose result for it says so.
+		background := err == nil || qe != nil && i < len(qe.Nodes) && errors.Is(qe.Nodes[i].Err, core.ErrNodeSuspect)
+		if at(after, i) <= at(before, i) && !background {
 			w.violate("%s: Release after ErrUnavailable did not ask %s, which had failed, again (returned %v)", r.name, w.p.names[i], short(err))
 		}
 	}
