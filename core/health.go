@@ -39,6 +39,9 @@ type nodeHealth struct {
 	// time (a channel rather than a mutex: testing/synctest sees a wait on
 	// it as durable).
 	lane chan struct{}
+	// tried is when a round last asked it in the background (UnixNano of
+	// the Locker's clock): rounds ask it at most once per node timeout.
+	tried atomic.Int64
 	// A round's errors for it while suspect: not asked, or asked in the
 	// background and not waited for; each wraps the failure that made it
 	// suspect.
@@ -163,12 +166,21 @@ func broken(err error, timedOut bool) bool {
 
 // background runs fn, a call to node i, in a goroutine Close waits for,
 // after any call to the node already running there; but without queue,
-// not at all when one runs. It reports false, running nothing, when the
+// not at all when one runs or one started less than a node timeout ago
+// (a dead node refuses at once: asked by every round, it would cost a
+// connection attempt each). It reports false, running nothing, when the
 // Locker is closed.
 func (h *health) background(i int, queue bool, fn func()) bool {
 	n := &h.nodes[i]
-	if !queue && !n.tryLane() {
-		return false
+	if !queue {
+		now := h.l.o.clock.Now().UnixNano()
+		if last := n.tried.Load(); now-last < int64(h.l.o.nodeTimeout) && now >= last {
+			return false
+		}
+		if !n.tryLane() {
+			return false
+		}
+		n.tried.Store(now)
 	}
 	h.mu.Lock()
 	closed := h.closed
