@@ -111,6 +111,13 @@ func hungNodeCostsOneTimeout(t *testing.T, h Harness) {
 	assert.GreaterOrEqual(t, first.Duration, healthTimeout)
 	require.NoError(t, lock.Release(ctx))
 	assert.Equal(t, []string{name}, l.Stats().Suspect)
+	// Probes, one per node timeout, find it still hung: it stays suspect.
+	tick := time.NewTicker(healthTimeout / 5)
+	defer tick.Stop()
+	for range 20 { // four probes
+		<-tick.C
+		require.Equal(t, []string{name}, l.Stats().Suspect, "a hung node stays suspect")
+	}
 
 	for range 3 {
 		lock, err = l.Acquire(ctx, k)

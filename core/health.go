@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ import (
 // connect is suspect. A round asks it in the background, one call at a
 // time, and waits for it only while the round's outcome is open; releases
 // owed to it wait until it answers again; and a probe asks it every node
-// timeout until it does. Why: docs/design.md, node health.
+// timeout (at least 100 ms) until it does. Why: docs/design.md, node health.
 
 // health is what a Locker knows of its nodes' health.
 type health struct {
@@ -67,6 +68,9 @@ type owedRelease struct {
 	key, value string
 	until      time.Time // the key has expired by then: no need to send it
 }
+
+// minProbeInterval is the least time between two probes of a suspect node.
+const minProbeInterval = 100 * time.Millisecond
 
 // maxOwed bounds the releases owed to one node; the oldest are dropped
 // (their keys expire at their TTL).
@@ -157,11 +161,23 @@ func (h *health) failed(i int, err error) {
 }
 
 // broken reports whether a failed call shows that its node is unreachable
-// or hung: it timed out, or a connection could not be made or was lost.
+// or hung: it timed out (by its context, or by a socket deadline, which can
+// fire before the context says so), or a connection could not be made or
+// was lost.
 func broken(err error, timedOut bool) bool {
 	var op *net.OpError
-	return timedOut || errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	var ne net.Error
+	return timedOut || errors.As(err, &op) || errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// timedOut reports whether a call to node i under ctx, which failed with
+// err, ran out of time: ctx's deadline passed (even if its timer has not
+// fired yet), or the node says the error is its context's.
+func (h *health) timedOut(ctx context.Context, i int, err error) bool {
+	return ctx.Err() != nil || deadlinePassed(ctx) || h.l.nodes[i].Classify(err) == driver.KindContext
 }
 
 // background runs fn, a call to node i, in a goroutine Close waits for,
@@ -205,7 +221,8 @@ func (h *health) background(i int, queue bool, fn func()) bool {
 	return true
 }
 
-// probe asks suspect node i who it is every node timeout, unless another
+// probe asks suspect node i who it is every node timeout (at least
+// minProbeInterval), unless another
 // call to it runs, until it answers, then lets it rejoin. When the Locker
 // closes it makes a last try, if releases are owed, and ends.
 func (h *health) probe(i int) {
@@ -213,7 +230,7 @@ func (h *health) probe(i int) {
 	l, n := h.l, &h.nodes[i]
 	for {
 		last := false
-		t := l.o.clock.NewTimer(l.o.nodeTimeout)
+		t := l.o.clock.NewTimer(max(l.o.nodeTimeout, minProbeInterval))
 		select {
 		case <-t.C():
 		case <-h.stop:
@@ -248,7 +265,7 @@ func (h *health) answers(i int) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), h.l.o.nodeTimeout)
 	defer cancel()
 	err := h.l.identify(ctx, i, h.l.ident.state[i].Load())
-	return err == nil || !broken(err, ctx.Err() != nil)
+	return err == nil || !broken(err, h.timedOut(ctx, i, err))
 }
 
 // rejoin makes node i healthy again and sends it the releases it is owed,
@@ -266,7 +283,7 @@ func (h *health) rejoin(i int) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.nodeTimeout)
 		_, err := l.scriptAnswerOnce(ctx, i, driver.ScriptRelease, []string{o.key}, []string{o.value})
-		timedOut := ctx.Err() != nil
+		timedOut := err != nil && h.timedOut(ctx, i, err)
 		cancel()
 		if err != nil && broken(err, timedOut) {
 			h.failed(i, err)
