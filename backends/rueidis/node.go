@@ -293,20 +293,5 @@ func reply(res rueidis.RedisResult) (any, error) {
 	case err != nil:
 		return nil, err
 	}
-	return normalize(v), nil
-}
-
-func normalize(v any) any {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return int64(1)
-		}
-		return nil
-	case []any:
-		for i := range x {
-			x[i] = normalize(x[i])
-		}
-	}
-	return v
+	return driver.LuaReply(v), nil
 }

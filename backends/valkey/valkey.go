@@ -151,7 +151,7 @@ func (n *Node) build(c driver.Call) valkey.Completed {
 
 func (n *Node) reply(res valkey.ValkeyResult) (any, error) {
 	v, err := res.ToAny()
-	return normalize(v), n.explain(err)
+	return driver.LuaReply(v), n.explain(err)
 }
 
 // check refuses a call on a closed node or an ended context, and on a
@@ -169,22 +169,6 @@ func (n *Node) check(ctx context.Context, keys []string) error {
 		return valkey.ErrClosing
 	}
 	return ctx.Err()
-}
-
-// normalize makes Lua's false (a RESP3 false) nil, and true 1 as in RESP2.
-func normalize(v any) any {
-	switch x := v.(type) {
-	case bool:
-		if x {
-			return int64(1)
-		}
-		return nil
-	case []any:
-		for i := range x {
-			x[i] = normalize(x[i])
-		}
-	}
-	return v
 }
 
 func (n *Node) Classify(err error) driver.ErrorKind {

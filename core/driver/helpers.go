@@ -75,6 +75,24 @@ func EvalEach(ctx context.Context, n Node, calls []Call) {
 	}
 }
 
+// LuaReply turns a script's reply as a RESP3 client decodes it into the
+// form EvalSHA promises: Lua's false (a RESP3 false) becomes nil and true
+// 1, as in RESP2, in arrays too (changed in place).
+func LuaReply(v any) any {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return int64(1)
+		}
+		return nil
+	case []any:
+		for i := range x {
+			x[i] = LuaReply(x[i])
+		}
+	}
+	return v
+}
+
 // IsNil reports whether v is nil or holds a nil pointer, interface, map,
 // func, slice or channel: a typed nil client handed to a constructor must
 // be refused, not dereferenced on first use.

@@ -91,3 +91,10 @@ func TestTLSFor(t *testing.T) {
 	assert.Equal(t, "redis.internal", got.ServerName)
 	assert.Equal(t, uint16(tls.VersionTLS12), got.MinVersion)
 }
+
+func TestLuaReply(t *testing.T) {
+	assert.Nil(t, driver.LuaReply(false), "Lua false is nil")
+	assert.Equal(t, int64(1), driver.LuaReply(true), "Lua true is 1")
+	assert.Equal(t, []any{int64(1), nil, "x", int64(7)}, driver.LuaReply([]any{true, false, "x", int64(7)}), "in arrays too")
+	assert.Equal(t, "ok", driver.LuaReply("ok"))
+}
