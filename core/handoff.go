@@ -414,7 +414,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
 	a, err := l.scriptAnswerOnce(cctx, w.node, driver.ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
-	if err != nil && ctx.Err() == nil && broken(err, l.health.timedOut(cctx, w.node, err)) {
+	if ctx.Err() == nil && l.health.lost(cctx, w.node, err) {
 		l.health.failed(w.node, err)
 	}
 	cancel()

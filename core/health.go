@@ -23,9 +23,8 @@ import (
 
 // health is what a Locker knows of its nodes' health.
 type health struct {
-	l       *Locker
-	nodes   []nodeHealth
-	sharded []bool // per node: driver.Sharded, never suspect
+	l     *Locker
+	nodes []nodeHealth
 
 	mu     sync.Mutex
 	closed bool
@@ -77,9 +76,8 @@ const minProbeInterval = 100 * time.Millisecond
 const maxOwed = 4096
 
 func newHealth(l *Locker) *health {
-	h := &health{l: l, nodes: make([]nodeHealth, len(l.nodes)), sharded: make([]bool, len(l.nodes)), stop: make(chan struct{})}
+	h := &health{l: l, nodes: make([]nodeHealth, len(l.nodes)), stop: make(chan struct{})}
 	for i := range h.nodes {
-		h.sharded[i] = l.sharded(i)
 		h.nodes[i].why.Store(newSuspectErrors(l.names[i], nil))
 		h.nodes[i].lane = make(chan struct{}, 1)
 	}
@@ -135,7 +133,7 @@ func (h *health) suspect(i int) bool { return h.nodes[i].suspect.Load() }
 // of the keys on the others.
 func (h *health) failed(i int, err error) {
 	n := &h.nodes[i]
-	if n.suspect.Load() || h.sharded[i] {
+	if n.suspect.Load() || h.l.sharded(i) {
 		return
 	}
 	n.mu.Lock()
@@ -173,11 +171,16 @@ func broken(err error, timedOut bool) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// timedOut reports whether a call to node i under ctx, which failed with
-// err, ran out of time: ctx's deadline passed (even if its timer has not
-// fired yet), or the node says the error is its context's.
-func (h *health) timedOut(ctx context.Context, i int, err error) bool {
-	return ctx.Err() != nil || deadlinePassed(ctx) || h.l.nodes[i].Classify(err) == driver.KindContext
+// lost reports whether a call to node i under ctx, bounded by the node
+// timeout, that returned err shows the node unreachable or hung: broken,
+// or out of time (ctx's deadline passed, even if its timer has not fired
+// yet, or the node says the error is its context's).
+func (h *health) lost(ctx context.Context, i int, err error) bool {
+	if err == nil {
+		return false
+	}
+	timedOut := ctx.Err() != nil || deadlinePassed(ctx) || h.l.nodes[i].Classify(err) == driver.KindContext
+	return broken(err, timedOut)
 }
 
 // background runs fn, a call to node i, in a goroutine Close waits for,
@@ -222,9 +225,9 @@ func (h *health) background(i int, queue bool, fn func()) bool {
 }
 
 // probe asks suspect node i who it is every node timeout (at least
-// minProbeInterval), unless another
-// call to it runs, until it answers, then lets it rejoin. When the Locker
-// closes it makes a last try, if releases are owed, and ends.
+// minProbeInterval), unless another call to it runs, until it answers,
+// then lets it rejoin. When the Locker closes it makes a last try, if
+// releases are owed, and ends.
 func (h *health) probe(i int) {
 	defer h.probes.Done()
 	l, n := h.l, &h.nodes[i]
@@ -264,8 +267,7 @@ func (h *health) probe(i int) {
 func (h *health) answers(i int) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), h.l.o.nodeTimeout)
 	defer cancel()
-	err := h.l.identify(ctx, i, h.l.ident.state[i].Load())
-	return err == nil || !broken(err, h.timedOut(ctx, i, err))
+	return !h.lost(ctx, i, h.l.identify(ctx, i, h.l.ident.state[i].Load()))
 }
 
 // rejoin makes node i healthy again and sends it the releases it is owed,
@@ -283,9 +285,9 @@ func (h *health) rejoin(i int) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.nodeTimeout)
 		_, err := l.scriptAnswerOnce(ctx, i, driver.ScriptRelease, []string{o.key}, []string{o.value})
-		timedOut := err != nil && h.timedOut(ctx, i, err)
+		lost := h.lost(ctx, i, err)
 		cancel()
-		if err != nil && broken(err, timedOut) {
+		if lost {
 			h.failed(i, err)
 			for _, rest := range owed[k:] {
 				h.owe(i, rest.key, rest.value)
@@ -295,15 +297,14 @@ func (h *health) rejoin(i int) {
 	}
 }
 
-// owe records that node i, suspect, is owed the release of key holding
-// value. It reports false, recording nothing, when the node is not
-// suspect: the caller asks it.
-func (h *health) owe(i int, key, value string) bool {
+// owe records that node i is owed the release of key holding value, while
+// it is suspect; once it has answered again, it is owed nothing more.
+func (h *health) owe(i int, key, value string) {
 	n := &h.nodes[i]
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.suspect.Load() {
-		return false
+		return
 	}
 	now := h.l.o.clock.Now()
 	drop := 0
@@ -317,7 +318,6 @@ func (h *health) owe(i int, key, value string) bool {
 		n.owed = append(n.owed[:0], n.owed[drop:]...)
 	}
 	n.owed = append(n.owed, owedRelease{key: key, value: value, until: now.Add(h.l.o.ttl)})
-	return true
 }
 
 // suspects returns the names of the suspect nodes, in node order.

@@ -27,7 +27,7 @@ type Lock struct {
 	nodes  []NodeResult  // the acquiring round's results, kept only for an Observer
 	tries  int           // rounds the acquisition made, for the Observer
 	// skipped has the bits of the nodes the acquiring round never sent its
-	// call (suspect or not tried): releases leave them out.
+	// call (left out as suspect): releases leave them out.
 	skipped uint64
 	qkey    string // the key's wait queue, "" when it has none
 

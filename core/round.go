@@ -145,12 +145,12 @@ func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, 
 		arrived <- lc
 	})
 	res.Outcome, res.Err = OutcomeFailed, l.health.skipped(i)
-	if !started && o != nil {
-		l.health.owe(i, o.key, o.value)
-	}
-	if started {
+	switch {
+	case started:
 		res.Err = l.health.unanswered(i)
 		c.calls = append(c.calls, lc)
+	case o != nil:
+		l.health.owe(i, o.key, o.value)
 	}
 }
 

@@ -134,7 +134,7 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 		}
 		err = s.start(ctx)
 		if err == nil && !c.fresh && !slices.Contains(c.args, "--cluster-enabled") {
-			if err = s.adopt(ctx); err != nil {
+			if err = s.Adopt(ctx); err != nil {
 				_ = s.Close()
 				return nil, err
 			}
@@ -149,8 +149,11 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 	}
 }
 
-// adopt marks the server adopted for the restart guard.
-func (s *Server) adopt(ctx context.Context) error {
+// Adopt marks the server adopted for the restart guard (its birth key set
+// to 0, as core.Locker.Adopt does), as StartServer does for a new server:
+// a test that restarts a server empty calls it when the restart is not
+// what it tests.
+func (s *Server) Adopt(ctx context.Context) error {
 	c := plainClient(s.Addr())
 	defer c.Close()
 	if err := c.Set(ctx, driver.BirthKey, "0", 0).Err(); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/quorumlock/quorumlock/benchmarks/internal/report"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // restoreTimeout bounds bringing the herald back after a degraded
@@ -63,14 +62,11 @@ func restore(ctx context.Context, fault string, srv *redistest.Server) error {
 	default:
 		return fmt.Errorf("unknown fault %q", fault)
 	}
+	if fault == report.Dead {
+		return srv.Adopt(ctx)
+	}
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer c.Close()
-	if fault == report.Dead {
-		if err := c.Set(ctx, driver.BirthKey, "0", 0).Err(); err != nil {
-			return fmt.Errorf("adopting %s after its restart: %w", srv.Addr(), err)
-		}
-		return nil
-	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("%s does not answer after SIGCONT: %w", srv.Addr(), err)
 	}
