@@ -156,12 +156,10 @@ func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, 
 
 // await waits for the late calls while the round's outcome is open: no
 // quorum yet, but one still possible with them; their answers go to
-// results. It stops when ctx ends.
+// results. It stops when ctx ends. It runs after the strategy, whose
+// attempts (and so every start) have returned: no lock is needed.
 func (c *lateCalls) await(ctx context.Context, quorum int, results []NodeResult) {
-	c.mu.Lock()
-	pending := len(c.calls)
-	c.mu.Unlock()
-	for pending > 0 {
+	for pending := len(c.calls); pending > 0; {
 		ok, _, _ := tally(results)
 		if ok >= quorum || ok+pending < quorum {
 			return
