@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,10 @@ func runNodeHealth(t *testing.T, h Harness) {
 	t.Run("ReleaseAfterTheSetItUndoes", func(t *testing.T) {
 		t.Parallel()
 		releaseAfterTheSetItUndoes(t, h)
+	})
+	t.Run("ReleasesToANodeHangingNow", func(t *testing.T) {
+		t.Parallel()
+		releasesToANodeHangingNow(t, h)
 	})
 	for _, fault := range []string{"dead", "hung"} {
 		t.Run("HandOffWithHeraldDown/"+fault, func(t *testing.T) {
@@ -170,6 +175,43 @@ func releaseAfterTheSetItUndoes(t *testing.T, h Harness) {
 	require.NoError(t, l.Close()) // waits for the calls in the background
 	for _, k := range append(keys, key(t)+"-first") {
 		assert.Equal(t, repeat("", 3), valuesOf(t, servers, k), "key %s: released everywhere, node 0 after its SET", k)
+	}
+}
+
+// releasesToANodeHangingNow: releases sent at once to a node that has just
+// hung, before any call found it so, are delivered once it answers, even
+// those a driver never wrote (a new connection's handshake waiting on the
+// hung server).
+func releasesToANodeHangingNow(t *testing.T, h Harness) {
+	servers := h.Isolated(t, 3)
+	l := healthLocker(t, servers.Nodes(t), core.WithTTL(time.Minute))
+	ctx := t.Context()
+	var locks []*core.Lock
+	var keys []string
+	for i := range 20 {
+		k := key(t) + "-" + strconv.Itoa(i)
+		lock, err := l.Acquire(ctx, k)
+		require.NoError(t, err)
+		locks, keys = append(locks, lock), append(keys, k)
+	}
+	require.NoError(t, servers.Pause(0))
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = servers.Resume(0)
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, lock := range locks {
+		wg.Go(func() { assert.NoError(t, lock.Release(ctx), "a quorum of the others") })
+	}
+	wg.Wait()
+	require.NoError(t, servers.Resume(0))
+	resumed = true
+	waitHealthy(t, l)
+	require.NoError(t, l.Close()) // waits for the calls in the background
+	for _, k := range keys {
+		assert.Equal(t, repeat("", 3), valuesOf(t, servers, k), "key %s: released on the node that hung, once it answered", k)
 	}
 }
 

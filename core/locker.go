@@ -376,10 +376,17 @@ func (l *Locker) finishClose() error {
 	l.keeper.idle()
 	l.hub.close()
 	l.health.close()
+	// In parallel: a driver may wait on a hung server before it lets go
+	// (rueidis, about a second).
+	closeErrs := make([]error, len(l.nodes))
+	var wg sync.WaitGroup
 	for i, n := range l.nodes {
-		if err := n.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("quorumlock: closing node %d %s: %w", i, l.names[i], err))
-		}
+		wg.Go(func() {
+			if err := n.Close(); err != nil {
+				closeErrs[i] = fmt.Errorf("quorumlock: closing node %d %s: %w", i, l.names[i], err)
+			}
+		})
 	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return errors.Join(append(errs, closeErrs...)...)
 }

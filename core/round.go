@@ -46,7 +46,9 @@ func (o *owing) needs(i int) bool {
 	return o.sent(i) && (o.prev == nil || o.prev[i].Outcome != OutcomeOK && o.prev[i].Outcome != OutcomeRefused)
 }
 
-// roundOwing is round, but for a release (o not nil): see owing.
+// roundOwing is round, but for a release (o not nil): see owing. A
+// release a node does not answer, because it is suspect or becomes so, is
+// owed to it.
 func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nodeCall, o *owing) []NodeResult {
 	n := len(l.nodes)
 	st := new(roundState) // one allocation for up to smallRound nodes
@@ -66,7 +68,14 @@ func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nod
 				late.start(ctx, l, i, call, o, &results[i])
 				return false
 			}
-			return l.attempt(ctx, actx, i, call, &results[i])
+			ok := l.attempt(ctx, actx, i, call, &results[i])
+			if o != nil && !reached(&results[i]) {
+				// A release lost on the way (the node hung or dropped the
+				// connection just now) is owed too: it may never have
+				// been written.
+				l.health.owe(i, o.key, o.value)
+			}
+			return ok
 		},
 	}, votes)
 	late.await(ctx, l.o.quorum, results)

@@ -17,10 +17,3 @@ func TestExplainClusterReplies(t *testing.T) {
 	assert.NoError(t, (&Node{}).explain(valkey.Nil), "a nil reply is no error")
 	assert.NoError(t, (&Node{cluster: true}).explain(valkey.Nil))
 }
-
-// Lua's false, a RESP3 false, is nil; true is 1, as RESP2 has them.
-func TestNormalize(t *testing.T) {
-	assert.Nil(t, normalize(false))
-	assert.Equal(t, int64(1), normalize(true))
-	assert.Equal(t, []any{int64(1), nil, "s", int64(7)}, normalize([]any{true, false, "s", int64(7)}))
-}
