@@ -25,6 +25,7 @@ func runLockerProperties(t *testing.T, h Harness, n int, s Strategy) {
 		min  int // smallest N the check makes sense for
 	}{
 		{"AcquireRelease", acquireRelease, 1},
+		{"Inspect", inspect, 1},
 		{"ContentionMajority", contentionMajority, 1},
 		{"ContentionMinority", contentionMinority, 3},
 		{"TwoLockersOneWinner", twoLockersOneWinner, 1},
@@ -86,6 +87,58 @@ func acquireRelease(t *testing.T, h Harness, n int, s Strategy) {
 	again, err := l.TryAcquire(ctx, k)
 	require.NoError(t, err, "a released lock can be taken again")
 	require.NoError(t, again.Release(ctx))
+}
+
+// inspect: Locker.Inspect reports a key absent, then held by the lock on a
+// quorum with its TTL, then a value on one server alone, without expiry.
+func inspect(t *testing.T, h Harness, n int, s Strategy) {
+	servers := h.Shared(t, n)
+	l := newLocker(t, servers.Nodes(t), s)
+	ctx, k := t.Context(), key(t)
+
+	st, err := l.Inspect(ctx, k)
+	require.NoError(t, err)
+	require.Len(t, st.Nodes, n)
+	assert.False(t, st.Held())
+	v, on, ttl := st.Holder()
+	assert.Equal(t, []any{"", 0, time.Duration(0)}, []any{v, on, ttl}, "an absent key has no holder")
+	for _, ns := range st.Nodes {
+		assert.Equal(t, core.OutcomeOK, ns.Outcome, "%s: %v", ns.Node, ns.Err)
+	}
+
+	lock, err := l.Acquire(ctx, k)
+	require.NoError(t, err)
+	st, err = l.Inspect(ctx, k)
+	require.NoError(t, err)
+	assert.True(t, st.Held())
+	v, on, ttl = st.Holder()
+	assert.Equal(t, lock.Value(), v)
+	assert.Equal(t, len(nonEmpty(valuesOf(t, servers, k))), on, "the holder is on every server that holds the lock")
+	assert.Positive(t, ttl)
+	assert.LessOrEqual(t, ttl, l.TTL())
+	require.NoError(t, lock.Release(ctx))
+	st, err = l.Inspect(ctx, k)
+	require.NoError(t, err)
+	assert.False(t, st.Held(), "released")
+
+	require.NoError(t, servers.Set(ctx, 0, k, "rival", 0))
+	st, err = l.Inspect(ctx, k)
+	require.NoError(t, err)
+	v, on, ttl = st.Holder()
+	assert.Equal(t, []any{"rival", 1, time.Duration(-1)}, []any{v, on, ttl}, "one server, no expiry")
+	assert.Equal(t, n == 1, st.Held(), "one server of %d is a quorum only alone", n)
+	assert.Equal(t, "rival", st.Nodes[0].Value)
+	require.NoError(t, servers.Del(ctx, 0, k))
+}
+
+func nonEmpty(values []string) []string {
+	var out []string
+	for _, v := range values {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func contentionMajority(t *testing.T, h Harness, n int, s Strategy) {
@@ -370,6 +423,8 @@ func majorityDown(t *testing.T, h Harness, n int, s Strategy) {
 	assert.Less(t, elapsed, tries*(2*testNodeTimeout+testRetryMax), "the outage error must come within twice the node timeout per try")
 	qe := asQuorumError(t, err)
 	assert.Equal(t, tries, qe.Tries)
+	_, err = l.Inspect(ctx, k)
+	require.ErrorIs(t, err, core.ErrUnavailable, "with a majority down, whether the key is held is unknown")
 	_, _, failed := qe.Counts()
 	assert.GreaterOrEqual(t, failed, n-quorumOf(n)+1)
 	for _, r := range qe.Nodes[:down] {

@@ -87,6 +87,7 @@ const (
 	OpAcquire Op = "acquire"
 	OpExtend  Op = "extend"
 	OpRelease Op = "release"
+	OpInspect Op = "inspect" // Locker.Inspect: reads only
 )
 
 // Outcome is what one node did in one round.

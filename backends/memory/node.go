@@ -484,6 +484,18 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 			n.data[keys[0]] = e
 		}
 		return e.value, nil, n.reply()
+	case driver.ScriptInspect:
+		if len(keys) != 1 || len(args) != 0 {
+			return nil, nil, errors.New("ERR inspect script takes 1 key and no arguments")
+		}
+		e, ok := n.data[keys[0]]
+		switch {
+		case !ok || !e.live(now):
+			return []any{int64(-2)}, nil, n.reply()
+		case e.expires.IsZero():
+			return []any{int64(-1), e.value}, nil, n.reply()
+		}
+		return []any{e.expires.Sub(now).Milliseconds(), e.value}, nil, n.reply()
 	case driver.ScriptRaiseFence:
 		if len(keys) != 1 || len(args) != 1 {
 			return nil, nil, errors.New("ERR raise-fence script takes 1 key and 1 argument")

@@ -77,6 +77,11 @@ const (
 	// reached under two names votes once (see New).
 	ScriptIdentify
 
+	// ScriptInspect reads KEYS[1] without changing it: {pttl, value} while
+	// it exists (pttl is -1 for a key without expiry), {-2} when it does
+	// not. Locker.Inspect runs it; it takes no lock and writes nothing.
+	ScriptInspect
+
 	scriptCount = iota
 )
 
@@ -149,6 +154,11 @@ if not id then
 	redis.call("set", KEYS[1], id)
 end
 return id`},
+		ScriptInspect: {name: "inspect", source: `local v = redis.call("get", KEYS[1])
+if not v then
+	return {-2}
+end
+return {redis.call("pttl", KEYS[1]), v}`},
 	}
 	for i := range t {
 		sum := sha1.Sum([]byte(t[i].source))

@@ -14,7 +14,7 @@ import (
 // ScriptBySHA finds it by that SHA, and an unknown Script has none.
 func TestScripts(t *testing.T) {
 	all := driver.Scripts()
-	assert.Len(t, all, 9)
+	assert.Len(t, all, 10)
 	names := map[string]bool{}
 	for i, s := range all {
 		assert.Equal(t, driver.Script(i), s, "in order")
