@@ -59,7 +59,8 @@ func WithTLS(on bool) DialOption {
 }
 
 // WithTLSConfig sets the TLS configuration of every client Dial makes (a
-// clone for each), and turns TLS on, as WithTLS(true) does. A nil cfg
+// clone for each, with the server name taken from the host of each address
+// when cfg names none), and turns TLS on, as WithTLS(true) does. A nil cfg
 // changes nothing. Every value is valid.
 // Default: none; with WithTLS(true), TLS 1.2 or later with the server name
 // taken from the host of each address.

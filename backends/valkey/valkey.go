@@ -277,8 +277,9 @@ func WithTLS(on bool) DialOption {
 	return option[*dialConfig]{"WithTLS(" + strconv.FormatBool(on) + ")", func(c *dialConfig) { c.tls = on }}
 }
 
-// WithTLSConfig turns TLS on with a clone of cfg for each client; a nil
-// cfg changes nothing. Default: none.
+// WithTLSConfig turns TLS on with a clone of cfg for each client, with the
+// server name of each address when cfg names none; a nil cfg changes
+// nothing. Default: none.
 func WithTLSConfig(cfg *tls.Config) DialOption {
 	return option[*dialConfig]{"WithTLSConfig(" + elided(cfg == nil) + ")", func(c *dialConfig) {
 		c.tls, c.tlsConfig = c.tls || cfg != nil, cmp.Or(cfg, c.tlsConfig)

@@ -152,16 +152,20 @@ func addrFault(err error) string {
 
 // TLSFor returns the TLS configuration of a client of the server at addr:
 // nil (plain TCP) unless on; then a clone of cfg when it is set, else TLS
-// 1.2 or later with the server name taken from addr's host.
+// 1.2 or later. Either way the server name is taken from addr's host when
+// the configuration names none, as crypto/tls.Dial does: a configuration
+// that only adds a CA or a client certificate verifies each server by its
+// own address.
 func TLSFor(cfg *tls.Config, on bool, addr string) *tls.Config {
 	switch {
 	case !on:
 		return nil
 	case cfg != nil:
-		return cfg.Clone()
+		cfg = cfg.Clone()
+	default:
+		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
-	if host, _, err := net.SplitHostPort(addr); err == nil {
+	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
 		cfg.ServerName = host
 	}
 	return cfg

@@ -76,8 +76,8 @@ func TestCheckAddrs(t *testing.T) {
 }
 
 // TLSFor: off is plain TCP whatever the configuration given earlier; on
-// is a clone of the configuration, or TLS 1.2 or later named after the
-// address's host.
+// is a clone of the configuration, or TLS 1.2 or later, named after the
+// address's host unless the configuration names a server.
 func TestTLSFor(t *testing.T) {
 	cfg := &tls.Config{ServerName: "given"}
 	assert.Nil(t, driver.TLSFor(cfg, false, "10.0.0.1:6379"), "WithTLSConfig then WithTLS(false)")
@@ -90,6 +90,11 @@ func TestTLSFor(t *testing.T) {
 	require.NotNil(t, got)
 	assert.Equal(t, "redis.internal", got.ServerName)
 	assert.Equal(t, uint16(tls.VersionTLS12), got.MinVersion)
+	caOnly := &tls.Config{MinVersion: tls.VersionTLS13}
+	got = driver.TLSFor(caOnly, true, "redis-2.internal:6379")
+	assert.Equal(t, "redis-2.internal", got.ServerName, "a configuration naming no server verifies each by its address")
+	assert.Equal(t, uint16(tls.VersionTLS13), got.MinVersion)
+	assert.Empty(t, caOnly.ServerName, "the caller's configuration is untouched")
 }
 
 func TestLuaReply(t *testing.T) {
