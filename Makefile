@@ -10,7 +10,7 @@ export GOWORK := off
 # its requirements reaches every user, see `make modules`); the others
 # require it through a replace to the checkout. benchmarks/ is a module
 # too, covered by bench-smoke.
-MODULES  ?= . backends/valkey middleware/metrics middleware/tracing examples fxmodule
+MODULES  ?= . backends/valkey middleware/metrics middleware/tracing examples fxmodule cmd/quorumlock
 # The root module's packages for vet, staticcheck and unit (the other
 # modules always run ./...), e.g. make unit MODULES=. PKGS=./core/...
 PKGS     ?= ./...

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+)
+
+// Bad flags, arguments or environment exit 64 with a usage message, and
+// run no COMMAND.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string // in stderr
+	}{
+		{"no command", nil, nil, "Usage:"},
+		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"unknown flag", nil, []string{"run", "--bogus", "k", "--", "echo", "ran"}, "-bogus"},
+		{"no key", nil, []string{"run"}, "want KEY -- COMMAND"},
+		{"no command after key", nil, []string{"run", "k", "--"}, "want KEY -- COMMAND"},
+		{"flag after key without --", nil, []string{"run", "k", "--wait", "1s", "echo", "ran"}, "put flags before KEY"},
+		{"bad duration", nil, []string{"run", "--wait", "soon", "k", "--", "echo", "ran"}, `"soon" is not a duration`},
+		{"negative wait", nil, []string{"run", "--wait", "-1s", "k", "--", "echo", "ran"}, "--wait -1s is negative"},
+		{"bad exit code", nil, []string{"run", "--conflict-exit-code", "300", "k", "--", "echo", "ran"}, "not an exit status"},
+		{"unknown driver", nil, []string{"run", "--driver", "jedis", "k", "--", "echo", "ran"}, `unknown driver "jedis"`},
+		{"redigo cluster", nil, []string{"run", "--driver", "redigo", "--cluster", "k", "--", "echo", "ran"}, "redigo has no Redis Cluster client"},
+		{"ttl within node timeout", nil, []string{"run", "--ttl", "10ms", "k", "--", "echo", "ran"}, "TTL"},
+		{"bad address", nil, []string{"run", "--addrs", "localhost", "k", "--", "echo", "ran"}, "localhost"},
+		{"no addresses", []string{"QUORUMLOCK_ADDRS="}, []string{"run", "k", "--", "echo", "ran"}, "no servers"},
+		{"bad variable", []string{"QUORUMLOCK_TTL=long"}, []string{"run", "k", "--", "echo", "ran"}, "QUORUMLOCK_TTL"},
+		{"bad own variable", []string{"QUORUMLOCK_KILL_AFTER=never"}, []string{"run", "k", "--", "echo", "ran"}, "QUORUMLOCK_KILL_AFTER"},
+		{"tls cert without key", nil, []string{"run", "--tls-cert", notPEM, "k", "--", "echo", "ran"}, "--tls-cert and --tls-key go together"},
+		{"tls ca not pem", nil, []string{"run", "--tls-ca", notPEM, "k", "--", "echo", "ran"}, "no PEM certificate"},
+		{"status without key", nil, []string{"status"}, "want one KEY"},
+		{"status with run's flag", nil, []string{"status", "--wait", "1s", "k"}, "-wait"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCLI(t, addrs, c.env, c.args...)
+			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.stderr)
+			assert.Contains(t, r.stderr, c.want)
+			assert.Contains(t, r.stderr, "sage")
+			assert.NotContains(t, r.stdout, "ran", "COMMAND must not run")
+		})
+	}
+}
+
+// help prints the usage, with every exit status, on stdout.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "-h"}} {
+		r := runCLI(t, nil, nil, args...)
+		assert.Equal(t, exitOK, r.code, "%q", args)
+		for _, want := range []string{"quorumlock run [flags] KEY -- COMMAND", "QUORUMLOCK_ADDRS", "64", "69", "75", "79", "--kill-after"} {
+			assert.Contains(t, r.stdout, want, "%q", args)
+		}
+	}
+}
+
+// status says free (1) or held (0), on how many nodes and for how long,
+// shows the value only with --value, and exits 69 when no quorum answers;
+// run exits 69 too then.
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	k := key(t)
+	r := runCLI(t, addrs, nil, "status", k)
+	assert.Equal(t, exitFree, r.code, r.stderr)
+	assert.Contains(t, r.stdout, k+": free")
+
+	lock, err := testLocker(t, addrs).Acquire(t.Context(), k)
+	require.NoError(t, err)
+	r = runCLI(t, addrs, nil, "status", k)
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `: held on 3 of 3 nodes \(quorum 2\), [0-9.]+s left`, r.stdout)
+	assert.NotContains(t, r.stdout, lock.Value(), "the value is a secret")
+	r = runCLI(t, addrs, nil, "status", "--value", k)
+	assert.Contains(t, r.stdout, lock.Value())
+	require.NoError(t, lock.Release(t.Context()))
+
+	dead := []string{redistest.DeadAddr(t), redistest.DeadAddr(t), addrs[0]}
+	r = runCLI(t, dead, nil, "status", k)
+	assert.Equal(t, exitUnavailable, r.code, "stdout: %s stderr: %s", r.stdout, r.stderr)
+	assert.Contains(t, r.stderr, "too many nodes unavailable")
+	r = runCLI(t, dead, nil, "run", k, "--", "echo", "ran")
+	assert.Equal(t, exitUnavailable, r.code, r.stderr)
+	assert.NotContains(t, r.stdout, "ran")
+	assert.Contains(t, r.stderr, "fewer than a quorum of servers answered")
+}

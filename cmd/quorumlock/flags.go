@@ -1,0 +1,245 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/fxmodule"
+)
+
+// envPrefix is the prefix of every variable quorumlock reads: fxmodule's.
+const envPrefix = fxmodule.DefaultEnvPrefix
+
+// Defaults of run's own settings.
+const (
+	defaultKillAfter = 10 * time.Second
+)
+
+// settings are a command's settings: the Locker's (fxmodule's Config) and
+// quorumlock's own.
+type settings struct {
+	cfg                    fxmodule.Config
+	tlsCA, tlsCert, tlsKey string
+	wait                   time.Duration // run: how long to wait for the lock
+	conflict               int           // run: the exit status when held elsewhere
+	killAfter              time.Duration // run: SIGTERM to SIGKILL
+	quiet                  bool          // run: nothing on stderr when held elsewhere
+	value                  bool          // status: print the value
+}
+
+// usageError is a fault of the command line or the environment: exit 64.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// parse reads the settings of subcommand name ("run" or "status") from the
+// environment, then from args, and returns them with the positional
+// arguments and, for run, COMMAND. flag.ErrHelp asks for the usage.
+func parse(name string, args []string, stderr io.Writer) (s settings, pos, command []string, err error) {
+	if s, err = fromEnv(); err != nil {
+		return settings{}, nil, nil, err
+	}
+	fs := flag.NewFlagSet("quorumlock "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the error is reported once, by the caller
+	s.define(fs, name)
+	pos, command, err = parseArgs(fs, args, name == "run")
+	if errors.Is(err, flag.ErrHelp) {
+		return settings{}, nil, nil, err
+	}
+	if err != nil {
+		return settings{}, nil, nil, usageError{err}
+	}
+	if err := s.finish(); err != nil {
+		return settings{}, nil, nil, err
+	}
+	return s, pos, command, nil
+}
+
+// fromEnv reads every QUORUMLOCK_ variable: fxmodule's Config, then
+// quorumlock's own.
+func fromEnv() (settings, error) {
+	var s settings
+	cfg, err := fxmodule.ConfigFromEnv(envPrefix)
+	if err != nil {
+		return settings{}, usageError{err}
+	}
+	s.cfg, s.conflict, s.killAfter = cfg, exitConflict, defaultKillAfter
+	var errs []error
+	read := func(name string, set func(string) error) {
+		if v := strings.TrimSpace(os.Getenv(envPrefix + "_" + name)); v != "" {
+			if err := set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s_%s: %w", envPrefix, name, err))
+			}
+		}
+	}
+	read("WAIT", durationSetter(&s.wait))
+	read("KILL_AFTER", durationSetter(&s.killAfter))
+	read("CONFLICT_EXIT_CODE", statusSetter(&s.conflict))
+	read("QUIET", boolSetter(&s.quiet))
+	read("TLS_CA", stringSetter(&s.tlsCA))
+	read("TLS_CERT", stringSetter(&s.tlsCert))
+	read("TLS_KEY", stringSetter(&s.tlsKey))
+	if err := errors.Join(errs...); err != nil {
+		return settings{}, usageError{err}
+	}
+	return s, nil
+}
+
+// define declares the flags of subcommand name over s, whose values (from
+// the environment) are the defaults.
+func (s *settings) define(fs *flag.FlagSet, name string) {
+	c := &s.cfg
+	fs.Func("addrs", "", func(v string) error { c.Addrs = splitList(v); return nil })
+	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "")
+	fs.StringVar(&c.Driver, "driver", c.Driver, "")
+	fs.DurationVar(&c.TTL, "ttl", c.TTL, "")
+	fs.DurationVar(&c.NodeTimeout, "node-timeout", c.NodeTimeout, "")
+	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "")
+	fs.StringVar(&c.Username, "username", c.Username, "")
+	fs.StringVar(&c.Password, "password", c.Password, "")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "")
+	fs.StringVar(&s.tlsCA, "tls-ca", s.tlsCA, "")
+	fs.StringVar(&s.tlsCert, "tls-cert", s.tlsCert, "")
+	fs.StringVar(&s.tlsKey, "tls-key", s.tlsKey, "")
+	switch name {
+	case "run":
+		fs.Func("wait", "", durationSetter(&s.wait))
+		fs.Func("kill-after", "", durationSetter(&s.killAfter))
+		fs.Func("conflict-exit-code", "", statusSetter(&s.conflict))
+		fs.BoolVar(&c.Fencing, "fencing", c.Fencing, "")
+		fs.BoolVar(&s.quiet, "quiet", s.quiet, "")
+	case "status":
+		fs.BoolVar(&s.value, "value", false, "")
+	}
+}
+
+// parseArgs parses flags anywhere before "--" (or, for run without "--",
+// before KEY: everything after KEY is COMMAND, as flock(1) reads it).
+func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command []string, err error) {
+	dash := slices.Index(args, "--")
+	if dash >= 0 {
+		args, command = args[:dash], args[dash+1:]
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if args = fs.Args(); len(args) == 0 {
+			return pos, command, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+		if hasCommand && dash < 0 {
+			if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+				return nil, nil, fmt.Errorf("%q after KEY: put flags before KEY, or end them with -- before COMMAND", args[0])
+			}
+			return pos, args, nil
+		}
+	}
+}
+
+// finish checks what the flags cannot, and builds the TLS configuration.
+func (s *settings) finish() error {
+	if s.wait < 0 {
+		return usagef("--wait %v is negative", s.wait)
+	}
+	if s.killAfter < 0 {
+		return usagef("--kill-after %v is negative", s.killAfter)
+	}
+	if len(s.cfg.Addrs) == 0 {
+		return usagef("no servers: give --addrs HOST:PORT,... or set %s_ADDRS", envPrefix)
+	}
+	cfg, err := s.tlsConfig()
+	if err != nil {
+		return usageError{err}
+	}
+	if cfg != nil {
+		s.cfg.TLS, s.cfg.TLSConfig = true, cfg
+	}
+	return nil
+}
+
+// tlsConfig is the TLS configuration the --tls-* files describe, or nil
+// when none is given (--tls alone needs none).
+func (s *settings) tlsConfig() (*tls.Config, error) {
+	if s.tlsCA == "" && s.tlsCert == "" && s.tlsKey == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if s.tlsCA != "" {
+		pem, err := os.ReadFile(s.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificate in %s", s.tlsCA)
+		}
+	}
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if s.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(s.tlsCert, s.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func splitList(v string) []string {
+	var list []string
+	for a := range strings.SplitSeq(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+func durationSetter(d *time.Duration) func(string) error {
+	return func(v string) error {
+		parsed, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (want a Go duration such as 30s or 10m)", v)
+		}
+		*d = parsed
+		return nil
+	}
+}
+
+func statusSetter(n *int) func(string) error {
+	return func(v string) error {
+		parsed, err := strconv.Atoi(v)
+		if err != nil || parsed < 0 || parsed > 255 {
+			return fmt.Errorf("%q is not an exit status (want 0 to 255)", v)
+		}
+		*n = parsed
+		return nil
+	}
+}
+
+func boolSetter(b *bool) func(string) error {
+	return func(v string) error {
+		parsed, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (want true or false)", v)
+		}
+		*b = parsed
+		return nil
+	}
+}
+
+func stringSetter(p *string) func(string) error {
+	return func(v string) error { *p = v; return nil }
+}

@@ -1,0 +1,162 @@
+// Command quorumlock runs a command under a distributed lock, as flock(1)
+// does on one machine: across a fleet, over independent Redis masters
+// (Redlock) or a Redis Cluster.
+//
+//	quorumlock run [flags] KEY -- COMMAND [ARGS...]
+//	quorumlock status [flags] KEY
+//
+// run acquires KEY, runs COMMAND in its own process group while keeping the
+// lock alive, releases the lock when COMMAND exits and exits with
+// COMMAND's status. If the lock is lost, or at risk of being lost, while
+// COMMAND runs, COMMAND is stopped (SIGTERM to its process group, then
+// SIGKILL before the lock's validity ends) and run exits with status 79.
+// status reports whether KEY is held, on how many nodes, and for how long.
+//
+// Every flag can also be given in the environment, under the names of
+// fxmodule's configuration (QUORUMLOCK_ADDRS, QUORUMLOCK_DRIVER,
+// QUORUMLOCK_TTL...); a flag wins over its variable. `quorumlock help`
+// lists the flags and the exit statuses; docs/cli.md says why they are
+// what they are.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses of quorumlock itself; run otherwise exits with COMMAND's.
+const (
+	// exitOK: run's COMMAND exited 0, or status found KEY held.
+	exitOK = 0
+	// exitFree: status found KEY free.
+	exitFree = 1
+	// exitUsage (EX_USAGE): bad flags, arguments or environment.
+	exitUsage = 64
+	// exitUnavailable (EX_UNAVAILABLE): fewer than a quorum of nodes
+	// answered, so the lock could neither be taken nor ruled out.
+	exitUnavailable = 69
+	// exitConflict (EX_TEMPFAIL): the lock is held elsewhere (or may be: a
+	// server restarted within the TTL). --conflict-exit-code changes it.
+	exitConflict = 75
+	// exitLost: COMMAND was stopped because the lock was lost or at risk.
+	exitLost = 79
+	// exitCannotRun and exitNotFound: COMMAND could not be started, as
+	// env(1) and timeout(1) report it.
+	exitCannotRun = 126
+	exitNotFound  = 127
+)
+
+func main() {
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli runs the command line args (without the program name) and returns
+// the exit status.
+func cli(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], stderr)
+	case "status":
+		return statusCommand(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "quorumlock: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+const usage = `quorumlock runs a command under a distributed lock: flock(1) for a fleet,
+over independent Redis masters (Redlock) or one Redis Cluster.
+
+Usage:
+  quorumlock run [flags] KEY -- COMMAND [ARGS...]
+  quorumlock status [flags] KEY
+  quorumlock help
+
+run acquires KEY, runs COMMAND in its own process group while keeping the
+lock alive, releases the lock when COMMAND exits, and exits with COMMAND's
+status. COMMAND finds the key in QUORUMLOCK_KEY and, with --fencing, the
+lock's fencing token in QUORUMLOCK_TOKEN.
+
+  If the lock is lost while COMMAND runs, or at risk (its keep-alive has
+  not reached a quorum and less than half the TTL of validity is left),
+  quorumlock prints why on stderr, sends SIGTERM to COMMAND's process
+  group, and SIGKILL after --kill-after or before the lock's validity ends,
+  whichever is first. It never lets COMMAND run on unprotected.
+  SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to quorumlock are passed on to
+  COMMAND's process group; the lock is released once COMMAND has exited.
+
+status prints whether KEY is held, on how many nodes and for how long, and
+each node's answer; with --value, the lock's value too.
+
+Flags (each also read from the environment variable named after it;
+a flag wins over its variable):
+  --addrs HOST:PORT,...   the servers: independent Redis masters, each one
+                          Redlock node; with --cluster, the seeds of one
+                          Redis Cluster                     QUORUMLOCK_ADDRS
+  --cluster               the addresses are one Redis Cluster, one node
+                          (its masters do not vote apart)   QUORUMLOCK_CLUSTER
+  --driver NAME           the Redis client: rueidis (default), goredis,
+                          redigo or valkey                  QUORUMLOCK_DRIVER
+  --ttl DURATION          the lock's time to live on the servers, renewed
+                          every TTL/3 while COMMAND runs (default 10s)
+                                                            QUORUMLOCK_TTL
+  --node-timeout DURATION bound of every call to a server (default 50ms)
+                                                            QUORUMLOCK_NODE_TIMEOUT
+  --key-prefix PREFIX     put before KEY on the servers     QUORUMLOCK_KEY_PREFIX
+  --username NAME         Redis ACL user                    QUORUMLOCK_USERNAME
+  --password PASSWORD     Redis password; prefer the variable: a flag is
+                          visible to every user in ps       QUORUMLOCK_PASSWORD
+  --tls                   connect with TLS (TLS 1.2 or later, the server
+                          name taken from each address)     QUORUMLOCK_TLS
+  --tls-ca FILE           PEM certificates to trust instead of the
+                          system's (implies --tls)          QUORUMLOCK_TLS_CA
+  --tls-cert FILE, --tls-key FILE
+                          a client certificate and its key, PEM (imply --tls)
+                                                            QUORUMLOCK_TLS_CERT
+                                                            QUORUMLOCK_TLS_KEY
+run only:
+  --wait DURATION         how long to wait for the lock when it is held
+                          (default 0: do not wait)          QUORUMLOCK_WAIT
+  --conflict-exit-code N  the exit status when the lock is held elsewhere
+                          (default 75)                      QUORUMLOCK_CONFLICT_EXIT_CODE
+  --kill-after DURATION   how long COMMAND has between SIGTERM and SIGKILL
+                          when the lock is lost (default 10s; SIGKILL
+                          comes sooner if the validity ends sooner)
+                                                            QUORUMLOCK_KILL_AFTER
+  --fencing               take a fencing token, given to COMMAND as
+                          QUORUMLOCK_TOKEN                  QUORUMLOCK_FENCING
+status only:
+  --value                 print the lock's value (a secret: whoever knows it
+                          can release or extend the lock)
+
+Every other setting of fxmodule's configuration is read from its variable
+too (QUORUMLOCK_STRATEGY, QUORUMLOCK_QUORUM, QUORUMLOCK_RESTART_GUARD...).
+
+Exit statuses:
+  COMMAND's own   run: COMMAND exited (128+N when killed by signal N)
+  0               status: KEY is held
+  1               status: KEY is free
+  64              bad flags, arguments or environment (EX_USAGE)
+  69              fewer than a quorum of servers answered (EX_UNAVAILABLE)
+  75              run: the lock is held elsewhere, or may be because a
+                  server restarted within the TTL (EX_TEMPFAIL;
+                  --conflict-exit-code changes it)
+  79              run: COMMAND was stopped because the lock was lost or
+                  at risk
+  126, 127        run: COMMAND could not be run, or was not found
+  128+N           run: quorumlock got signal N before COMMAND started
+
+Examples:
+  # cron on every host; one of them runs the job, the others skip it
+  0 3 * * * quorumlock run --addrs r1:6379,r2:6379,r3:6379 nightly-report -- /usr/local/bin/report
+
+  # a deploy step: wait up to 10 minutes for the migration lock
+  quorumlock run --wait 10m db-migrate -- ./migrate up
+`

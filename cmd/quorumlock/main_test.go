@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/conformance"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/fxmodule"
+)
+
+// asCLI makes the test binary quorumlock itself: the tests run it as a
+// real child process, with real signals and exit statuses.
+const asCLI = "QUORUMLOCK_TEST_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCLI) == "1" {
+		os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	redistest.QuietRedisLogs()
+	code := m.Run()
+	for _, s := range shared.servers {
+		if err := s.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "closing redis-server:", err)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// The tests share three redis-server processes (each test uses keys of
+// its own); those that stop servers start their own.
+var shared struct {
+	once    sync.Once
+	servers []*redistest.Server
+	err     error
+}
+
+func sharedAddrs(t *testing.T) []string {
+	t.Helper()
+	redistest.RequireServer(t)
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for range 3 {
+			s, err := redistest.StartServer(ctx)
+			if err != nil {
+				shared.err = err
+				return
+			}
+			shared.servers = append(shared.servers, s)
+		}
+	})
+	require.NoError(t, shared.err, "starting the shared redis-servers")
+	return addrsOf(shared.servers)
+}
+
+func addrsOf(servers []*redistest.Server) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// ownServers starts n servers for the calling test alone.
+func ownServers(t *testing.T, n int) []*redistest.Server {
+	t.Helper()
+	redistest.RequireServer(t)
+	servers := make([]*redistest.Server, n)
+	for i := range servers {
+		servers[i] = redistest.StartTestServer(t)
+	}
+	return servers
+}
+
+// quorumlock is the command line args of quorumlock over addrs, ready to
+// start: a real process, the test binary acting as quorumlock, with an
+// environment of the test's plus env (NAME=value).
+func quorumlock(t *testing.T, addrs []string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asCLI+"=1", "QUORUMLOCK_ADDRS="+strings.Join(addrs, ","))
+	cmd.Env = append(cmd.Env, env...)
+	t.Cleanup(func() {
+		if cmd.Process != nil && cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// result is how a quorumlock process ended.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs quorumlock to its end, within a minute.
+func runCLI(t *testing.T, addrs []string, env []string, args ...string) result {
+	t.Helper()
+	cmd := quorumlock(t, addrs, env, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	return finish(t, cmd, &stdout, &stderr)
+}
+
+// finish waits for a started quorumlock, within a minute.
+func finish(t *testing.T, cmd *exec.Cmd, stdout, stderr fmt.Stringer) result {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			require.NoError(t, err)
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("quorumlock %q did not end within a minute; stderr: %s", cmd.Args[1:], stderr)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// testLocker is a Locker of the test's own over addrs, to hold or inspect
+// keys beside quorumlock processes.
+func testLocker(t *testing.T, addrs []string) *core.Locker {
+	t.Helper()
+	l, err := newLocker(fxmodule.Config{Addrs: addrs, Driver: fxmodule.DriverGoRedis, TTL: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func heldNow(t *testing.T, l *core.Locker, key string) bool {
+	t.Helper()
+	st, err := l.Inspect(t.Context(), key)
+	require.NoError(t, err)
+	return st.Held()
+}
+
+// lineReader reads a started process's output line by line.
+type lineReader struct {
+	lines chan string
+	all   strings.Builder
+	mu    sync.Mutex
+}
+
+func readLines(t *testing.T, r io.Reader) *lineReader {
+	lr := &lineReader{lines: make(chan string, 100)}
+	go func() {
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			lr.mu.Lock()
+			lr.all.WriteString(s.Text() + "\n")
+			lr.mu.Unlock()
+			lr.lines <- s.Text()
+		}
+		close(lr.lines)
+	}()
+	return lr
+}
+
+func (lr *lineReader) String() string {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return lr.all.String()
+}
+
+// await returns the next line that starts with prefix, within timeout.
+func (lr *lineReader) await(t *testing.T, prefix string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-lr.lines:
+			require.True(t, ok, "output ended before a line %q; got %q", prefix, lr.String())
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		case <-deadline:
+			t.Fatalf("no line %q within %v; got %q", prefix, timeout, lr.String())
+		}
+	}
+}
+
+// groupGone reports whether no process is left in process group pgid.
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	require.NoError(t, err, "%q", s)
+	return n
+}
+
+func key(t *testing.T) string { return "ql-test:" + t.Name() }

@@ -1,0 +1,11 @@
+//go:build unix && !linux
+
+package main
+
+import "syscall"
+
+// sysProcAttr puts COMMAND in its own process group, so that a signal
+// reaches everything it started.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

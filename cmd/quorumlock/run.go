@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/fxmodule"
+)
+
+// forwarded are the signals that run passes on to COMMAND's process group.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// unlimitedTries lets Acquire wait as long as --wait allows.
+const unlimitedTries = 1 << 30
+
+// runCommand is `quorumlock run`.
+func runCommand(args []string, stderr io.Writer) int {
+	s, pos, command, err := parse("run", args, stderr)
+	if code, done := parsed(err, "run", stderr); done {
+		return code
+	}
+	if len(pos) != 1 || len(command) == 0 {
+		return usageFailure(stderr, "run", usagef("want KEY -- COMMAND [ARGS...]"))
+	}
+	key := pos[0]
+	sigs := make(chan os.Signal, len(forwarded))
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	extensions := new(lastExtension)
+	opts := []core.Option{core.WithObserver(extensions)}
+	if s.wait > 0 && s.cfg.Tries == 0 {
+		opts = append(opts, core.WithTries(unlimitedTries))
+	}
+	locker, err := newLocker(s.cfg, opts...)
+	if err != nil {
+		return lockerFailure(stderr, "run", err)
+	}
+	defer closeSoon(locker)
+
+	lock, sig, err := acquire(locker, key, s.wait, sigs)
+	switch {
+	case sig != nil:
+		if lock != nil {
+			_ = lock.Release(context.Background())
+		}
+		fmt.Fprintf(stderr, "quorumlock: %v before COMMAND started\n", sig)
+		return signalStatus(sig)
+	case err != nil:
+		if !s.quiet || !errors.Is(reason(err), core.ErrNotAcquired) {
+			fmt.Fprintf(stderr, "quorumlock: %s\n", explain(key, err))
+		}
+		return errorStatus(err, s.conflict)
+	}
+	if err := lock.KeepAlive(); err != nil {
+		_ = lock.Release(context.Background())
+		fmt.Fprintf(stderr, "quorumlock: %v\n", err)
+		return errorStatus(err, s.conflict)
+	}
+	child, err := start(command, childEnv(lock))
+	if err != nil {
+		_ = lock.Release(context.Background())
+		fmt.Fprintf(stderr, "quorumlock: %v\n", err)
+		return startStatus(err)
+	}
+	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, pgid: child.Process.Pid,
+		extensions: extensions, stderr: stderr}
+	state, stopped := sv.watch(child, sigs)
+	if stopped {
+		fmt.Fprintf(stderr, "quorumlock: COMMAND ended (%v) after the lock was lost or at risk; exit status %d\n", state, exitLost)
+	}
+	if err := lock.Release(context.Background()); err != nil && !stopped && !errors.Is(err, core.ErrNotHeld) {
+		fmt.Fprintf(stderr, "quorumlock: COMMAND done, but the release failed (the lock expires within its TTL, %v): %v\n", locker.TTL(), err)
+	}
+	if stopped {
+		return exitLost
+	}
+	return exitStatus(state)
+}
+
+// newLocker builds the Locker of cfg with fxmodule's wiring, without its
+// start-up check: the first round finds the servers that do not answer,
+// within one node timeout.
+func newLocker(cfg fxmodule.Config, opts ...core.Option) (*core.Locker, error) {
+	res, err := fxmodule.New(fxmodule.Params{Config: cfg, Options: opts})
+	if err != nil {
+		return nil, err
+	}
+	return res.Locker, nil
+}
+
+// closeWait bounds the Locker's Close at exit: the locks are released
+// already, and a hung server's client can hold Close for a second.
+const closeWait = 200 * time.Millisecond
+
+// closeSoon closes locker, waiting closeWait at most: the process is about
+// to exit.
+func closeSoon(locker *core.Locker) {
+	done := make(chan struct{})
+	go func() {
+		_ = locker.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+	}
+}
+
+// acquire takes key, waiting up to wait for it (0: one try). A signal on
+// sigs stops the wait; it is returned, with the lock if one was taken
+// meanwhile.
+func acquire(locker *core.Locker, key string, wait time.Duration, sigs <-chan os.Signal) (*core.Lock, os.Signal, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		got  os.Signal
+		wg   sync.WaitGroup
+		done = make(chan struct{})
+	)
+	wg.Go(func() {
+		select {
+		case got = <-sigs:
+			cancel()
+		case <-done:
+		}
+	})
+	var (
+		lock *core.Lock
+		err  error
+	)
+	if wait == 0 {
+		lock, err = locker.TryAcquire(ctx, key)
+	} else {
+		wctx, wcancel := context.WithTimeout(ctx, wait)
+		lock, err = locker.Acquire(wctx, key)
+		wcancel()
+	}
+	close(done)
+	wg.Wait()
+	return lock, got, err
+}
+
+// start runs command in its own process group with env.
+func start(command, env []string) (*exec.Cmd, error) {
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = env
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("cannot run COMMAND: %w", err)
+	}
+	return cmd, nil
+}
+
+// childEnv is COMMAND's environment: quorumlock's, with QUORUMLOCK_KEY and,
+// with fencing, QUORUMLOCK_TOKEN (a token inherited from an outer
+// quorumlock is dropped: it is not this lock's).
+func childEnv(lock *core.Lock) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envPrefix+"_TOKEN=") && !strings.HasPrefix(kv, envPrefix+"_KEY=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, envPrefix+"_KEY="+lock.Key())
+	if t := lock.Token(); t != 0 {
+		env = append(env, envPrefix+"_TOKEN="+strconv.FormatInt(t, 10))
+	}
+	return env
+}
+
+// lastExtension is an Observer that keeps the last extension's error, to
+// say why a lock is at risk.
+type lastExtension struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (e *lastExtension) Observe(_ context.Context, ev core.Event) {
+	if ev.Kind == core.EventExtend {
+		e.mu.Lock()
+		e.err = ev.Err
+		e.mu.Unlock()
+	}
+}
+
+func (e *lastExtension) last() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// parsed reports whether parse's err ends the command, and with which
+// status: help is asked for (0) or the command line is bad (64).
+func parsed(err error, name string, stderr io.Writer) (int, bool) {
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(os.Stdout, usage)
+		return exitOK, true
+	}
+	return usageFailure(stderr, name, err), true
+}
+
+// lockerFailure reports a Locker that could not be built: bad settings
+// (64) or servers that cannot be reached (69).
+func lockerFailure(stderr io.Writer, name string, err error) int {
+	if errors.Is(err, core.ErrInvalidArgument) {
+		return usageFailure(stderr, name, err)
+	}
+	fmt.Fprintf(stderr, "quorumlock: %v\n", err)
+	return exitUnavailable
+}
+
+func usageFailure(stderr io.Writer, name string, err error) int {
+	synopsis := map[string]string{
+		"run":    "quorumlock run [flags] KEY -- COMMAND [ARGS...]",
+		"status": "quorumlock status [flags] KEY",
+	}[name]
+	fmt.Fprintf(stderr, "quorumlock %s: %v\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n", name, err, synopsis)
+	return exitUsage
+}
+
+// reason is the category of a lock error: a QuorumError's Reason (its
+// nodes' own errors may match other categories), or err itself.
+func reason(err error) error {
+	var qe *core.QuorumError
+	if errors.As(err, &qe) && qe.Reason != nil {
+		return qe.Reason
+	}
+	return err
+}
+
+// errorStatus is the exit status for a lock error: conflict when the lock
+// is (or may be) held elsewhere.
+func errorStatus(err error, conflict int) int {
+	r := reason(err)
+	switch {
+	case errors.Is(r, core.ErrInvalidArgument):
+		return exitUsage
+	case errors.Is(r, core.ErrNotAcquired), errors.Is(r, core.ErrNodeRestarted):
+		return conflict
+	}
+	return exitUnavailable
+}
+
+// explain says in one line why key was not acquired, then the details.
+func explain(key string, err error) string {
+	switch r := reason(err); {
+	case errors.Is(r, core.ErrNotAcquired):
+		return fmt.Sprintf("lock %q is held elsewhere (%v)", key, err)
+	case errors.Is(r, core.ErrNodeRestarted):
+		return fmt.Sprintf("lock %q may be held elsewhere: servers restarted within the TTL, and the restart guard keeps them from voting until they are older than it (docs/restart-guard.md) (%v)", key, err)
+	case errors.Is(r, core.ErrUnavailable):
+		return fmt.Sprintf("lock %q: fewer than a quorum of servers answered (%v)", key, err)
+	}
+	return err.Error()
+}
+
+// startStatus is the exit status for a COMMAND that could not be started.
+func startStatus(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrDot) {
+		return exitNotFound
+	}
+	return exitCannotRun
+}
+
+// exitStatus is COMMAND's status as a shell reports it: 128+N when killed
+// by signal N.
+func exitStatus(state *os.ProcessState) int {
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return state.ExitCode()
+}
+
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitUnavailable
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Two runs on one key never overlap: with --wait, the second runs after
+// the first, and their outputs to one file never interleave.
+func TestRunNoOverlap(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	dir := t.TempDir()
+	log, held := filepath.Join(dir, "log"), filepath.Join(dir, "held")
+	// Each run marks the lock held in a file, and reports a run that
+	// finds the mark already there.
+	script := `[ -e "$HELD" ] && echo "overlap $ID" >> "$LOG"
+touch "$HELD"; echo "start $ID" >> "$LOG"
+sleep 0.3
+echo "end $ID" >> "$LOG"; rm "$HELD"`
+	const runs = 3
+	results := make([]result, runs)
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Go(func() {
+			env := []string{"ID=" + string(rune('a'+i)), "LOG=" + log, "HELD=" + held}
+			results[i] = runCLI(t, addrs, env, "run", "--wait", "30s", key(t), "--", "sh", "-c", script)
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		assert.Equal(t, 0, r.code, "run %d: %s", i, r.stderr)
+	}
+	out, err := os.ReadFile(log)
+	require.NoError(t, err)
+	lines := strings.Fields(strings.ReplaceAll(string(out), " ", "_"))
+	require.Len(t, lines, 2*runs, "every run ran, once: %q", out)
+	for i := 0; i < len(lines); i += 2 {
+		id := strings.TrimPrefix(lines[i], "start_")
+		assert.Equal(t, []string{"start_" + id, "end_" + id}, lines[i:i+2], "runs interleaved: %q", out)
+	}
+}
+
+// --wait 0 (the default) exits 75 at once while the key is held, without
+// running COMMAND; --conflict-exit-code and --quiet change the status and
+// the message.
+func TestRunConflict(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	k := key(t)
+	holder := testLocker(t, addrs)
+	lock, err := holder.Acquire(t.Context(), k) // held for a minute: TTL
+	require.NoError(t, err)
+
+	r := runCLI(t, addrs, nil, "run", k, "--", "echo", "ran")
+	assert.Equal(t, exitConflict, r.code)
+	assert.Empty(t, r.stdout, "COMMAND must not run")
+	assert.Contains(t, r.stderr, `lock "`+k+`" is held elsewhere`)
+
+	r = runCLI(t, addrs, nil, "run", "--wait", "0", "--conflict-exit-code", "3", "--quiet", k, "--", "echo", "ran")
+	assert.Equal(t, 3, r.code)
+	assert.Empty(t, r.stdout+r.stderr, "--quiet: nothing said about a conflict")
+
+	r = runCLI(t, addrs, []string{"QUORUMLOCK_CONFLICT_EXIT_CODE=0"}, "run", k, "--", "echo", "ran")
+	assert.Equal(t, 0, r.code, "the variable is read too")
+	assert.Empty(t, r.stdout)
+
+	assert.True(t, heldNow(t, holder, k), "the holder's lock was never touched")
+	require.NoError(t, lock.Release(t.Context()))
+	r = runCLI(t, addrs, nil, "run", k, "--", "echo", "ran")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "ran\n", r.stdout)
+}
+
+// COMMAND's exit status comes through, 128+N when a signal killed it, and
+// 126 or 127 when it cannot be run; the lock is released after each, and
+// COMMAND finds the key and, with --fencing, a token that grows.
+func TestRunExitStatus(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	k := key(t)
+	for _, c := range []struct {
+		command []string
+		want    int
+	}{
+		{[]string{"true"}, 0},
+		{[]string{"sh", "-c", "exit 3"}, 3},
+		{[]string{"sh", "-c", "kill -9 $$"}, 128 + 9},
+		{[]string{"quorumlock-test-no-such-command"}, exitNotFound},
+		{[]string{t.TempDir()}, exitCannotRun},
+	} {
+		r := runCLI(t, addrs, nil, append([]string{"run", k, "--"}, c.command...)...)
+		assert.Equal(t, c.want, r.code, "%q: %s", c.command, r.stderr)
+	}
+	assert.False(t, heldNow(t, testLocker(t, addrs), k), "released after every run")
+
+	r := runCLI(t, addrs, nil, "run", "--fencing", k, "--", "sh", "-c", `echo "$QUORUMLOCK_KEY $QUORUMLOCK_TOKEN"`)
+	require.Equal(t, 0, r.code, r.stderr)
+	first := strings.Fields(r.stdout)
+	require.Len(t, first, 2, "%q", r.stdout)
+	assert.Equal(t, k, first[0])
+	r = runCLI(t, addrs, []string{"QUORUMLOCK_FENCING=true"}, "run", k, "sh", "-c", `echo "$QUORUMLOCK_TOKEN"`)
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Greater(t, atoi(t, r.stdout), atoi(t, first[1]), "each holder's token is larger")
+	r = runCLI(t, addrs, []string{"QUORUMLOCK_TOKEN=7"}, "run", k, "--", "sh", "-c", `echo "[$QUORUMLOCK_TOKEN]"`)
+	assert.Equal(t, "[]\n", r.stdout, "without --fencing no token, not even an inherited one")
+}
+
+// SIGTERM or SIGINT to quorumlock reach COMMAND; quorumlock releases the
+// lock once COMMAND has exited, and exits with COMMAND's status.
+func TestRunSignals(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			k := key(t)
+			cmd := quorumlock(t, addrs, nil, "run", "--ttl", "1m", k, "--", "sh", "-c",
+				`trap 'echo "stopping $$"; exit 7' TERM INT; echo "ready $$"; while :; do sleep 0.05; done`)
+			out, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Start())
+			lines := readLines(t, out)
+			pid := atoi(t, strings.TrimPrefix(lines.await(t, "ready ", 30*time.Second), "ready "))
+			require.NoError(t, cmd.Process.Signal(sig))
+			r := finish(t, cmd, lines, &stderr)
+			assert.Equal(t, 7, r.code, "COMMAND's status: %s", r.stderr)
+			assert.Contains(t, lines.String(), "stopping", "COMMAND got the signal")
+			assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
+				"COMMAND's process group is gone, once the kernel has reaped it")
+			assert.False(t, heldNow(t, testLocker(t, addrs), k), "released at once, not after the TTL (1m)")
+		})
+	}
+}
+
+// A lock lost mid-command (a majority of servers stopped) stops COMMAND
+// within the lock's validity, by SIGTERM or, for a COMMAND that ignores
+// it, by SIGKILL; quorumlock says why and exits 79.
+func TestRunLockLost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, trap string }{
+		{"term", `trap 'echo "stopping"; exit 0' TERM`},
+		{"kill", `trap '' TERM`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			servers := ownServers(t, 3)
+			const ttl = 3 * time.Second
+			cmd := quorumlock(t, addrsOf(servers), nil, "run", "--ttl", ttl.String(), key(t), "--", "sh", "-c",
+				c.trap+`; echo "ready $$"; while :; do sleep 0.05; done`)
+			out, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			errOut, err := cmd.StderrPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			lines, errLines := readLines(t, out), readLines(t, errOut)
+			pid := atoi(t, strings.TrimPrefix(lines.await(t, "ready ", 30*time.Second), "ready "))
+			// The lock's validity ends before its last extension's start
+			// plus the TTL; that extension started before this.
+			stopped := time.Now()
+			require.NoError(t, servers[0].Stop())
+			require.NoError(t, servers[1].Pause())
+			defer func() { _ = servers[1].Resume() }()
+			// quorumlock says so once COMMAND has exited.
+			errLines.await(t, "quorumlock: COMMAND ended", 30*time.Second)
+			ended := time.Now()
+			r := finish(t, cmd, lines, errLines)
+			assert.Equal(t, exitLost, r.code, r.stderr)
+			assert.Regexp(t, `lock ".*" (at risk|lost).*stopping COMMAND`, r.stderr)
+			assert.Less(t, ended.Sub(stopped), ttl, "COMMAND outlived the lock's validity")
+			// Its children die with it, once the kernel has reaped them.
+			assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
+				"something of COMMAND is left")
+		})
+	}
+}
