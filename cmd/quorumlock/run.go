@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 	"github.com/quorumlock/quorumlock/fxmodule"
 )
 
@@ -264,7 +265,9 @@ func explain(key string, err error) string {
 	case errors.Is(r, core.ErrNotAcquired):
 		return fmt.Sprintf("lock %q is held elsewhere (%v)", key, err)
 	case errors.Is(r, core.ErrNodeRestarted):
-		return fmt.Sprintf("lock %q may be held elsewhere: servers restarted within the TTL, and the restart guard keeps them from voting until they are older than it (docs/restart-guard.md) (%v)", key, err)
+		return fmt.Sprintf("lock %q may be held elsewhere: servers (re)started within the TTL, and the restart guard keeps them from voting "+
+			"until a lock they may have forgotten has expired; servers that never held a lock can be adopted once with "+
+			"redis-cli -h HOST -p PORT SET %s 0 (docs/restart-guard.md) (%v)", key, driver.BirthKey, err)
 	case errors.Is(r, core.ErrUnavailable):
 		return fmt.Sprintf("lock %q: fewer than a quorum of servers answered (%v)", key, err)
 	}
