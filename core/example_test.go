@@ -218,3 +218,25 @@ func ExampleLocker_Adopt() {
 	// true
 	// <nil>
 }
+
+// Inspect reads what each node holds under a key, without taking it: who
+// holds it, on how many nodes, and for how long.
+func ExampleLocker_Inspect() {
+	ctx := context.Background()
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)), core.WithTTL(10*time.Second))
+	defer locker.Close()
+
+	st, _ := locker.Inspect(ctx, "report")
+	fmt.Println("held:", st.Held())
+
+	lock, _ := locker.Acquire(ctx, "report")
+	defer lock.Release(ctx)
+	st, _ = locker.Inspect(ctx, "report")
+	value, nodes, ttl := st.Holder()
+	fmt.Println("held:", st.Held(), "on", nodes, "of", len(st.Nodes), "nodes")
+	fmt.Println("by this lock:", value == lock.Value(), "for more than 9s:", ttl > 9*time.Second)
+	// Output:
+	// held: false
+	// held: true on 3 of 3 nodes
+	// by this lock: true for more than 9s: true
+}
