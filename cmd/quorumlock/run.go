@@ -65,25 +65,32 @@ func runCommand(args []string, stderr io.Writer) int {
 		}
 		return errorStatus(err, s.conflict)
 	}
+	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, extensions: extensions, stderr: stderr}
+	return sv.run(command, s.conflict, sigs)
+}
+
+// run runs command under the lock, releases the lock, and returns run's
+// exit status.
+func (sv *supervisor) run(command []string, conflict int, sigs <-chan os.Signal) int {
+	lock := sv.lock
 	if err := lock.KeepAlive(); err != nil {
 		_ = lock.Release(context.Background())
-		fmt.Fprintf(stderr, "quorumlock: %v\n", err)
-		return errorStatus(err, s.conflict)
+		fmt.Fprintf(sv.stderr, "quorumlock: %v\n", err)
+		return errorStatus(err, conflict)
 	}
 	child, err := start(command, childEnv(lock))
 	if err != nil {
 		_ = lock.Release(context.Background())
-		fmt.Fprintf(stderr, "quorumlock: %v\n", err)
+		fmt.Fprintf(sv.stderr, "quorumlock: %v\n", err)
 		return startStatus(err)
 	}
-	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, pgid: child.Process.Pid,
-		extensions: extensions, stderr: stderr}
+	sv.pgid = child.Process.Pid
 	state, stopped := sv.watch(child, sigs)
 	if stopped {
-		fmt.Fprintf(stderr, "quorumlock: COMMAND ended (%v) after the lock was lost or at risk; exit status %d\n", state, exitLost)
+		fmt.Fprintf(sv.stderr, "quorumlock: COMMAND ended (%v) after the lock was lost or at risk; exit status %d\n", state, exitLost)
 	}
 	if err := lock.Release(context.Background()); err != nil && !stopped && !errors.Is(err, core.ErrNotHeld) {
-		fmt.Fprintf(stderr, "quorumlock: COMMAND done, but the release failed (the lock expires within its TTL, %v): %v\n", locker.TTL(), err)
+		fmt.Fprintf(sv.stderr, "quorumlock: COMMAND done, but the release failed (the lock expires within its TTL, %v): %v\n", sv.ttl, err)
 	}
 	if stopped {
 		return exitLost
