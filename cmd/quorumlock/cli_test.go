@@ -24,12 +24,14 @@ func TestUsage(t *testing.T) {
 		args []string
 		want string // in stderr
 	}{
-		{"no command", nil, nil, "Usage:"},
+		{"no command", nil, nil, "usage: quorumlock run"},
 		{"unknown command", nil, []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"unknown flag", nil, []string{"run", "--bogus", "k", "--", "echo", "ran"}, "-bogus"},
-		{"no key", nil, []string{"run"}, "want KEY -- COMMAND"},
-		{"no command after key", nil, []string{"run", "k", "--"}, "want KEY -- COMMAND"},
-		{"flag after key without --", nil, []string{"run", "k", "--wait", "1s", "echo", "ran"}, "put flags before KEY"},
+		{"no key", nil, []string{"run"}, "want KEY [--] COMMAND"},
+		{"no command after key", nil, []string{"run", "k", "--"}, "want KEY [--] COMMAND"},
+		{"flag after key", nil, []string{"run", "k", "--wait", "1s", "echo", "ran"}, "put flags before KEY"},
+		{"flag after key, then --", nil, []string{"run", "k", "--wait", "1s", "--", "echo", "ran"}, "put flags before KEY"},
+		{"flag's bad duration", nil, []string{"run", "--ttl", "5", "k", "--", "echo", "ran"}, `"5" is not a duration`},
 		{"bad duration", nil, []string{"run", "--wait", "soon", "k", "--", "echo", "ran"}, `"soon" is not a duration`},
 		{"negative wait", nil, []string{"run", "--wait", "-1s", "k", "--", "echo", "ran"}, "--wait -1s is negative"},
 		{"bad exit code", nil, []string{"run", "--conflict-exit-code", "300", "k", "--", "echo", "ran"}, "not an exit status"},
@@ -49,7 +51,8 @@ func TestUsage(t *testing.T) {
 			r := runCLI(t, addrs, c.env, c.args...)
 			assert.Equal(t, exitUsage, r.code, "stderr: %s", r.stderr)
 			assert.Contains(t, r.stderr, c.want)
-			assert.Contains(t, r.stderr, "sage")
+			assert.Contains(t, r.stderr, "usage: quorumlock")
+			assert.NotContains(t, r.stderr, "quorumlock: quorumlock:", "one prefix")
 			assert.NotContains(t, r.stdout, "ran", "COMMAND must not run")
 		})
 	}
@@ -61,7 +64,7 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "-h"}} {
 		r := runCLI(t, nil, nil, args...)
 		assert.Equal(t, exitOK, r.code, "%q", args)
-		for _, want := range []string{"quorumlock run [flags] KEY -- COMMAND", "QUORUMLOCK_ADDRS", "64", "69", "75", "79", "--kill-after"} {
+		for _, want := range []string{"quorumlock run [flags] KEY [--] COMMAND", "--quiet", "QUORUMLOCK_ADDRS", "64", "69", "75", "79", "--kill-after"} {
 			assert.Contains(t, r.stdout, want, "%q", args)
 		}
 	}
@@ -92,6 +95,7 @@ func TestStatus(t *testing.T) {
 	r = runCLI(t, dead, nil, "status", k)
 	assert.Equal(t, exitUnavailable, r.code, "stdout: %s stderr: %s", r.stdout, r.stderr)
 	assert.Contains(t, r.stderr, "too many nodes unavailable")
+	assert.NotContains(t, r.stderr, "quorumlock: quorumlock:", "one prefix")
 	r = runCLI(t, dead, nil, "run", k, "--", "echo", "ran")
 	assert.Equal(t, exitUnavailable, r.code, r.stderr)
 	assert.NotContains(t, r.stdout, "ran")

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,8 +100,8 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 	fs.Func("addrs", "", func(v string) error { c.Addrs = splitList(v); return nil })
 	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "")
 	fs.StringVar(&c.Driver, "driver", c.Driver, "")
-	fs.DurationVar(&c.TTL, "ttl", c.TTL, "")
-	fs.DurationVar(&c.NodeTimeout, "node-timeout", c.NodeTimeout, "")
+	fs.Func("ttl", "", durationSetter(&c.TTL))
+	fs.Func("node-timeout", "", durationSetter(&c.NodeTimeout))
 	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "")
 	fs.StringVar(&c.Username, "username", c.Username, "")
 	fs.StringVar(&c.Password, "password", c.Password, "")
@@ -122,27 +121,28 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 	}
 }
 
-// parseArgs parses flags anywhere before "--" (or, for run without "--",
-// before KEY: everything after KEY is COMMAND, as flock(1) reads it).
+// parseArgs parses flags and positional arguments. For run, flags come
+// before KEY; after KEY, an optional "--", then COMMAND, whatever it
+// contains (flock(1) reads it so). For status, flags may also follow KEY.
 func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command []string, err error) {
-	dash := slices.Index(args, "--")
-	if dash >= 0 {
-		args, command = args[:dash], args[dash+1:]
-	}
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, nil, err
 		}
 		if args = fs.Args(); len(args) == 0 {
-			return pos, command, nil
+			return pos, nil, nil
 		}
 		pos, args = append(pos, args[0]), args[1:]
-		if hasCommand && dash < 0 {
-			if len(args) > 0 && strings.HasPrefix(args[0], "-") {
-				return nil, nil, fmt.Errorf("%q after KEY: put flags before KEY, or end them with -- before COMMAND", args[0])
-			}
-			return pos, args, nil
+		if !hasCommand {
+			continue
 		}
+		if len(args) > 0 && args[0] == "--" {
+			return pos, args[1:], nil
+		}
+		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			return nil, nil, fmt.Errorf("%q after KEY: put flags before KEY; COMMAND follows KEY, or KEY --", args[0])
+		}
+		return pos, args, nil
 	}
 }
 

@@ -55,7 +55,7 @@ func main() {
 // the exit status.
 func cli(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, shortUsage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -67,17 +67,24 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "quorumlock: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "quorumlock: unknown command %q\n%s", args[0], shortUsage)
 	return exitUsage
 }
+
+const shortUsage = `usage: quorumlock run [flags] KEY [--] COMMAND [ARGS...]
+       quorumlock status [flags] KEY
+('quorumlock help' lists the flags and exit statuses)
+`
 
 const usage = `quorumlock runs a command under a distributed lock: flock(1) for a fleet,
 over independent Redis masters (Redlock) or one Redis Cluster.
 
 Usage:
-  quorumlock run [flags] KEY -- COMMAND [ARGS...]
+  quorumlock run [flags] KEY [--] COMMAND [ARGS...]
   quorumlock status [flags] KEY
   quorumlock help
+
+Flags go before KEY. Whatever follows KEY (and an optional --) is COMMAND.
 
 run acquires KEY, runs COMMAND in its own process group while keeping the
 lock alive, releases the lock when COMMAND exits, and exits with COMMAND's
@@ -132,6 +139,9 @@ run only:
                                                             QUORUMLOCK_KILL_AFTER
   --fencing               take a fencing token, given to COMMAND as
                           QUORUMLOCK_TOKEN                  QUORUMLOCK_FENCING
+  --quiet                 print nothing when the lock is (or may be) held
+                          elsewhere: for cron, which mails any output
+                                                            QUORUMLOCK_QUIET
 status only:
   --value                 print the lock's value (a secret: whoever knows it
                           can release or extend the lock)
@@ -155,7 +165,7 @@ Exit statuses:
 
 Examples:
   # cron on every host; one of them runs the job, the others skip it
-  0 3 * * * quorumlock run --addrs r1:6379,r2:6379,r3:6379 nightly-report -- /usr/local/bin/report
+  0 3 * * * quorumlock run --quiet --addrs r1:6379,r2:6379,r3:6379 nightly-report -- /usr/local/bin/report
 
   # a deploy step: wait up to 10 minutes for the migration lock
   quorumlock run --wait 10m db-migrate -- ./migrate up

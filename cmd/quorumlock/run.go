@@ -33,7 +33,7 @@ func runCommand(args []string, stderr io.Writer) int {
 		return code
 	}
 	if len(pos) != 1 || len(command) == 0 {
-		return usageFailure(stderr, "run", usagef("want KEY -- COMMAND [ARGS...]"))
+		return usageFailure(stderr, "run", usagef("want KEY [--] COMMAND [ARGS...]"))
 	}
 	key := pos[0]
 	sigs := make(chan os.Signal, len(forwarded))
@@ -60,7 +60,7 @@ func runCommand(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "quorumlock: %v before COMMAND started\n", sig)
 		return signalStatus(sig)
 	case err != nil:
-		if !s.quiet || !errors.Is(reason(err), core.ErrNotAcquired) {
+		if !s.quiet || !conflicting(err) {
 			fmt.Fprintf(stderr, "quorumlock: %s\n", explain(key, err))
 		}
 		return errorStatus(err, s.conflict)
@@ -75,13 +75,13 @@ func (sv *supervisor) run(command []string, conflict int, sigs <-chan os.Signal)
 	lock := sv.lock
 	if err := lock.KeepAlive(); err != nil {
 		_ = lock.Release(context.Background())
-		fmt.Fprintf(sv.stderr, "quorumlock: %v\n", err)
+		printErr(sv.stderr, err)
 		return errorStatus(err, conflict)
 	}
 	child, err := start(command, childEnv(lock))
 	if err != nil {
 		_ = lock.Release(context.Background())
-		fmt.Fprintf(sv.stderr, "quorumlock: %v\n", err)
+		printErr(sv.stderr, err)
 		return startStatus(err)
 	}
 	sv.pgid = child.Process.Pid
@@ -230,16 +230,17 @@ func lockerFailure(stderr io.Writer, name string, err error) int {
 	if errors.Is(err, core.ErrInvalidArgument) {
 		return usageFailure(stderr, name, err)
 	}
-	fmt.Fprintf(stderr, "quorumlock: %v\n", err)
+	printErr(stderr, err)
 	return exitUnavailable
 }
 
 func usageFailure(stderr io.Writer, name string, err error) int {
 	synopsis := map[string]string{
-		"run":    "quorumlock run [flags] KEY -- COMMAND [ARGS...]",
+		"run":    "quorumlock run [flags] KEY [--] COMMAND [ARGS...]",
 		"status": "quorumlock status [flags] KEY",
 	}[name]
-	fmt.Fprintf(stderr, "quorumlock %s: %v\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n", name, err, synopsis)
+	fmt.Fprintf(stderr, "quorumlock %s: %s\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n",
+		name, strings.TrimPrefix(err.Error(), "quorumlock: "), synopsis)
 	return exitUsage
 }
 
@@ -256,14 +257,25 @@ func reason(err error) error {
 // errorStatus is the exit status for a lock error: conflict when the lock
 // is (or may be) held elsewhere.
 func errorStatus(err error, conflict int) int {
-	r := reason(err)
 	switch {
-	case errors.Is(r, core.ErrInvalidArgument):
+	case errors.Is(reason(err), core.ErrInvalidArgument):
 		return exitUsage
-	case errors.Is(r, core.ErrNotAcquired), errors.Is(r, core.ErrNodeRestarted):
+	case conflicting(err):
 		return conflict
 	}
 	return exitUnavailable
+}
+
+// conflicting reports whether err says the lock is held elsewhere, or may
+// be: servers that restarted within the TTL do not vote yet.
+func conflicting(err error) bool {
+	r := reason(err)
+	return errors.Is(r, core.ErrNotAcquired) || errors.Is(r, core.ErrNodeRestarted)
+}
+
+// printErr writes err on one line, prefixed "quorumlock: " once.
+func printErr(w io.Writer, err error) {
+	fmt.Fprintf(w, "quorumlock: %s\n", strings.TrimPrefix(err.Error(), "quorumlock: "))
 }
 
 // explain says in one line why key was not acquired, then the details.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/conformance/redistest"
 )
 
 // Two runs on one key never overlap: with --wait, the second runs after
@@ -113,6 +115,42 @@ func TestRunExitStatus(t *testing.T) {
 	assert.Greater(t, atoi(t, r.stdout), atoi(t, first[1]), "each holder's token is larger")
 	r = runCLI(t, addrs, []string{"QUORUMLOCK_TOKEN=7"}, "run", k, "--", "sh", "-c", `echo "[$QUORUMLOCK_TOKEN]"`)
 	assert.Equal(t, "[]\n", r.stdout, "without --fencing no token, not even an inherited one")
+}
+
+// COMMAND is everything after KEY, or after KEY --, even a "--" of its
+// own.
+func TestRunCommandLine(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	for _, args := range [][]string{
+		{"run", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", key(t), "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", "--", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
+	} {
+		r := runCLI(t, addrs, nil, args...)
+		assert.Equal(t, 0, r.code, "%q: %s", args, r.stderr)
+		assert.Equal(t, "a b\n", r.stdout, "%q", args)
+	}
+}
+
+// Servers younger than the TTL do not vote (the restart guard): run exits
+// with the conflict status, says how to adopt new servers, and says
+// nothing with --quiet.
+func TestRunRestartGuard(t *testing.T) {
+	t.Parallel()
+	redistest.RequireServer(t)
+	var addrs []string
+	for range 3 {
+		addrs = append(addrs, redistest.StartTestServer(t, redistest.WithFresh(true)).Addr())
+	}
+	env := []string{"QUORUMLOCK_TTL=1m"} // the guard's wait: the TTL
+	r := runCLI(t, addrs, env, "run", key(t), "--", "echo", "ran")
+	assert.Equal(t, exitConflict, r.code, r.stderr)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "SET quorumlock:birth 0")
+	r = runCLI(t, addrs, env, "run", "--quiet", key(t), "--", "echo", "ran")
+	assert.Equal(t, exitConflict, r.code, r.stderr)
+	assert.Empty(t, r.stdout+r.stderr)
 }
 
 // SIGTERM or SIGINT to quorumlock reach COMMAND; quorumlock releases the

@@ -28,7 +28,7 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	defer closeSoon(locker)
 	st, err := locker.Inspect(context.Background(), pos[0])
 	if err != nil {
-		fmt.Fprintf(stderr, "quorumlock: %v\n", err)
+		printErr(stderr, err)
 		if errors.Is(err, core.ErrInvalidArgument) {
 			return exitUsage
 		}
