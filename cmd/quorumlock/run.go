@@ -86,6 +86,7 @@ func (sv *supervisor) run(command []string, conflict int, sigs <-chan os.Signal)
 	}
 	sv.pgid = child.Process.Pid
 	state, stopped := sv.watch(child, sigs)
+	takeTerminalBack(child.SysProcAttr)
 	if stopped {
 		fmt.Fprintf(sv.stderr, "quorumlock: COMMAND ended (%v) after the lock was lost or at risk; exit status %d\n", state, exitLost)
 	}

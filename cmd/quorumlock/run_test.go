@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -151,6 +152,26 @@ func TestRunRestartGuard(t *testing.T) {
 	r = runCLI(t, addrs, env, "run", "--quiet", key(t), "--", "echo", "ran")
 	assert.Equal(t, exitConflict, r.code, r.stderr)
 	assert.Empty(t, r.stdout+r.stderr)
+}
+
+// In the foreground of a terminal, COMMAND takes the terminal as a shell's
+// job would: in a background process group, reading it would stop COMMAND
+// (SIGTTIN) for ever, with the lock held.
+func TestRunTerminal(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	script, err := exec.LookPath("script")
+	require.NoError(t, err, "script(1), of util-linux, gives the test a terminal")
+	line := os.Args[0] + " run " + key(t) + ` -- sh -c 'read answer; echo "got $answer"'`
+	cmd := exec.Command(script, "-qec", line, "/dev/null")
+	cmd.Env = append(os.Environ(), asCLI+"=1", "QUORUMLOCK_ADDRS="+strings.Join(addrs, ","))
+	cmd.Stdin = strings.NewReader("yes\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	r := finish(t, cmd, &stdout, &stderr)
+	assert.Equal(t, 0, r.code, "stdout: %q stderr: %q", r.stdout, r.stderr)
+	assert.Contains(t, r.stdout, "got yes")
 }
 
 // SIGTERM or SIGINT to quorumlock reach COMMAND; quorumlock releases the
