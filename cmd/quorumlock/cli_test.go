@@ -44,6 +44,8 @@ func TestUsage(t *testing.T) {
 		{"bad own variable", []string{"QUORUMLOCK_KILL_AFTER=never"}, []string{"run", "k", "--", "echo", "ran"}, "QUORUMLOCK_KILL_AFTER"},
 		{"tls cert without key", nil, []string{"run", "--tls-cert", notPEM, "k", "--", "echo", "ran"}, "--tls-cert and --tls-key go together"},
 		{"tls ca not pem", nil, []string{"run", "--tls-ca", notPEM, "k", "--", "echo", "ran"}, "no PEM certificate"},
+		{"empty key", nil, []string{"run", "", "--", "echo", "ran"}, "key is empty"},
+		{"reserved key", nil, []string{"status", "quorumlock:birth"}, "reserved"},
 		{"status without key", nil, []string{"status"}, "want one KEY"},
 		{"status with run's flag", nil, []string{"status", "--wait", "1s", "k"}, "-wait"},
 	} {

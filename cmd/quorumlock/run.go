@@ -59,9 +59,11 @@ func runCommand(args []string, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "quorumlock: %v before COMMAND started\n", sig)
 		return signalStatus(sig)
+	case errors.Is(err, core.ErrInvalidArgument):
+		return usageFailure(stderr, "run", err)
 	case err != nil:
 		if !s.quiet || !conflicting(err) {
-			fmt.Fprintf(stderr, "quorumlock: %s\n", explain(key, err))
+			fmt.Fprintf(stderr, "quorumlock: %s\n", strings.TrimPrefix(explain(key, err), "quorumlock: "))
 		}
 		return errorStatus(err, s.conflict)
 	}

@@ -27,11 +27,11 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeSoon(locker)
 	st, err := locker.Inspect(context.Background(), pos[0])
-	if err != nil {
+	switch {
+	case errors.Is(err, core.ErrInvalidArgument):
+		return usageFailure(stderr, "status", err)
+	case err != nil:
 		printErr(stderr, err)
-		if errors.Is(err, core.ErrInvalidArgument) {
-			return exitUsage
-		}
 		return exitUnavailable
 	}
 	printState(stdout, st, s.value)
