@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -291,9 +292,17 @@ func (e *releasedError) Error() string {
 func (e *releasedError) Unwrap() error { return ErrReleased }
 
 // lose ends the lock after an extension found it gone.
-func (k *Lock) lose(qe *QuorumError) {
-	k.finish(stateLost, fmt.Errorf("quorumlock: lock %q lost: %w: %w", k.key, ErrLockLost, qe))
+func (k *Lock) lose(qe *QuorumError) { k.finish(stateLost, &lostError{qe}) }
+
+// lostError is the cause of a lock an extension found gone: it matches
+// ErrLockLost and the extension's error, and says "lost" once.
+type lostError struct{ qe *QuorumError }
+
+func (e *lostError) Error() string {
+	return "quorumlock: lock " + strconv.Quote(e.qe.Key) + " lost: " + strings.TrimPrefix(e.qe.Error(), "quorumlock: ")
 }
+
+func (e *lostError) Unwrap() []error { return []error{ErrLockLost, e.qe} }
 
 // Release deletes the lock on every node that still holds this lock's
 // value, whatever the strategy. It runs even if ctx has already ended,

@@ -344,7 +344,7 @@ func TestMisuseLock(t *testing.T) {
 		}
 		requireMisuse(t, extend(t, lock), core.ErrLockLost, `quorumlock: extend "k": lock lost: 0 of 3 nodes ok, 3 refused`)
 		requireMisuse(t, extend(t, lock), core.ErrLockLost, `quorumlock: extend "k": quorumlock: lock lost`)
-		requireMisuse(t, keepAlive(t, lock), core.ErrLockLost, `quorumlock: lock "k" lost: quorumlock: lock lost`)
+		requireMisuse(t, keepAlive(t, lock), core.ErrLockLost, `quorumlock: lock "k" lost: extend "k": lock lost`)
 		requireMisuse(t, lock.Err(), core.ErrLockLost, `quorumlock: lock "k" lost`)
 	})
 	t.Run("extend_after_validity_ran_out", func(t *testing.T) {

@@ -127,7 +127,12 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command []string, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, err
+			}
+			// The flag package names flags with one dash; the docs, two.
+			msg := strings.Replace(strings.Replace(err.Error(), "flag -", "flag --", 1), "defined: -", "defined: --", 1)
+			return nil, nil, errors.New(msg)
 		}
 		if args = fs.Args(); len(args) == 0 {
 			return pos, nil, nil

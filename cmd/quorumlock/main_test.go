@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/conformance"
@@ -222,3 +223,12 @@ func atoi(t *testing.T, s string) int {
 }
 
 func key(t *testing.T) string { return "ql-test:" + t.Name() }
+
+// onePrefix checks that every line of stderr names quorumlock once at
+// most: the library's errors each start with "quorumlock: ", and nest.
+func onePrefix(t *testing.T, stderr string) {
+	t.Helper()
+	for line := range strings.Lines(stderr) {
+		assert.LessOrEqual(t, strings.Count(line, "quorumlock: "), 1, "%q", line)
+	}
+}

@@ -57,13 +57,13 @@ func runCommand(args []string, stderr io.Writer) int {
 		if lock != nil {
 			_ = lock.Release(context.Background())
 		}
-		fmt.Fprintf(stderr, "quorumlock: %v before COMMAND started\n", sig)
+		say(stderr, "got %s before COMMAND started: COMMAND not run", signalName(sig))
 		return signalStatus(sig)
 	case errors.Is(err, core.ErrInvalidArgument):
 		return usageFailure(stderr, "run", err)
 	case err != nil:
 		if !s.quiet || !conflicting(err) {
-			fmt.Fprintf(stderr, "quorumlock: %s\n", strings.TrimPrefix(explain(key, err), "quorumlock: "))
+			explain(stderr, key, s.wait, err)
 		}
 		return errorStatus(err, s.conflict)
 	}
@@ -90,10 +90,10 @@ func (sv *supervisor) run(command []string, conflict int, sigs <-chan os.Signal)
 	state, stopped := sv.watch(child, sigs)
 	takeTerminalBack(child.SysProcAttr)
 	if stopped {
-		fmt.Fprintf(sv.stderr, "quorumlock: COMMAND ended (%v) after the lock was lost or at risk; exit status %d\n", state, exitLost)
+		say(sv.stderr, "COMMAND ended (%v) after the lock was lost or at risk; exit status %d", state, exitLost)
 	}
 	if err := lock.Release(context.Background()); err != nil && !stopped && !errors.Is(err, core.ErrNotHeld) {
-		fmt.Fprintf(sv.stderr, "quorumlock: COMMAND done, but the release failed (the lock expires within its TTL, %v): %v\n", sv.ttl, err)
+		say(sv.stderr, "COMMAND done, but the release failed (the lock expires within its TTL, %v): %v", sv.ttl, err)
 	}
 	if stopped {
 		return exitLost
@@ -243,7 +243,7 @@ func usageFailure(stderr io.Writer, name string, err error) int {
 		"status": "quorumlock status [flags] KEY",
 	}[name]
 	fmt.Fprintf(stderr, "quorumlock %s: %s\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n",
-		name, strings.TrimPrefix(err.Error(), "quorumlock: "), synopsis)
+		name, unprefixed(err.Error()), synopsis)
 	return exitUsage
 }
 
@@ -276,24 +276,36 @@ func conflicting(err error) bool {
 	return errors.Is(r, core.ErrNotAcquired) || errors.Is(r, core.ErrNodeRestarted)
 }
 
-// printErr writes err on one line, prefixed "quorumlock: " once.
-func printErr(w io.Writer, err error) {
-	fmt.Fprintf(w, "quorumlock: %s\n", strings.TrimPrefix(err.Error(), "quorumlock: "))
+// say writes one line on w, "quorumlock: " first and nowhere else: the
+// library's errors each start with it, and nest.
+func say(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, "quorumlock: %s\n", unprefixed(fmt.Sprintf(format, args...)))
 }
 
-// explain says in one line why key was not acquired, then the details.
-func explain(key string, err error) string {
+func unprefixed(msg string) string { return strings.ReplaceAll(msg, "quorumlock: ", "") }
+
+// printErr writes err on one line.
+func printErr(w io.Writer, err error) { say(w, "%v", err) }
+
+// explain says on one line why key was not acquired, and the round's
+// details on the next.
+func explain(w io.Writer, key string, wait time.Duration, err error) {
 	switch r := reason(err); {
+	case errors.Is(r, core.ErrNotAcquired) && wait > 0:
+		say(w, "lock %q is still held elsewhere after waiting %v", key, wait)
 	case errors.Is(r, core.ErrNotAcquired):
-		return fmt.Sprintf("lock %q is held elsewhere (%v)", key, err)
+		say(w, "lock %q is held elsewhere", key)
 	case errors.Is(r, core.ErrNodeRestarted):
-		return fmt.Sprintf("lock %q may be held elsewhere: servers (re)started within the TTL, and the restart guard keeps them from voting "+
-			"until a lock they may have forgotten has expired; servers that never held a lock can be adopted once with "+
-			"redis-cli -h HOST -p PORT SET %s 0 (docs/restart-guard.md) (%v)", key, driver.BirthKey, err)
+		say(w, "lock %q may be held elsewhere: servers (re)started within the TTL, and the restart guard keeps them "+
+			"from voting until a lock they may have forgotten has expired; servers that never held a lock can be "+
+			"adopted once with redis-cli -h HOST -p PORT SET %s 0 (docs/restart-guard.md)", key, driver.BirthKey)
 	case errors.Is(r, core.ErrUnavailable):
-		return fmt.Sprintf("lock %q: fewer than a quorum of servers answered (%v)", key, err)
+		say(w, "lock %q: fewer than a quorum of servers answered", key)
+	default:
+		printErr(w, err)
+		return
 	}
-	return err.Error()
+	fmt.Fprintf(w, "  %s\n", unprefixed(err.Error()))
 }
 
 // startStatus is the exit status for a COMMAND that could not be started.
@@ -311,6 +323,15 @@ func exitStatus(state *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return state.ExitCode()
+}
+
+// signalName names the forwarded signals as kill(1) does.
+func signalName(sig os.Signal) string {
+	names := map[os.Signal]string{syscall.SIGINT: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP", syscall.SIGQUIT: "SIGQUIT"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return sig.String()
 }
 
 func signalStatus(sig os.Signal) int {

@@ -68,6 +68,11 @@ func TestRunConflict(t *testing.T) {
 	assert.Equal(t, exitConflict, r.code)
 	assert.Empty(t, r.stdout, "COMMAND must not run")
 	assert.Contains(t, r.stderr, `lock "`+k+`" is held elsewhere`)
+	onePrefix(t, r.stderr)
+	r = runCLI(t, addrs, nil, "run", "--wait", "300ms", k, "--", "echo", "ran")
+	assert.Equal(t, exitConflict, r.code)
+	assert.Empty(t, r.stdout, "COMMAND must not run")
+	assert.Contains(t, r.stderr, `lock "`+k+`" is still held elsewhere after waiting 300ms`)
 
 	r = runCLI(t, addrs, nil, "run", "--wait", "0", "--conflict-exit-code", "3", "--quiet", k, "--", "echo", "ran")
 	assert.Equal(t, 3, r.code)
@@ -149,6 +154,7 @@ func TestRunRestartGuard(t *testing.T) {
 	assert.Equal(t, exitConflict, r.code, r.stderr)
 	assert.Empty(t, r.stdout)
 	assert.Contains(t, r.stderr, "SET quorumlock:birth 0")
+	onePrefix(t, r.stderr)
 	r = runCLI(t, addrs, env, "run", "--quiet", key(t), "--", "echo", "ran")
 	assert.Equal(t, exitConflict, r.code, r.stderr)
 	assert.Empty(t, r.stdout+r.stderr)
@@ -236,10 +242,40 @@ func TestRunLockLost(t *testing.T) {
 			r := finish(t, cmd, lines, errLines)
 			assert.Equal(t, exitLost, r.code, r.stderr)
 			assert.Regexp(t, `lock ".*" (at risk|lost).*stopping COMMAND`, r.stderr)
+			onePrefix(t, r.stderr)
 			assert.Less(t, ended.Sub(stopped), ttl, "COMMAND outlived the lock's validity")
 			// Its children die with it, once the kernel has reaped them.
 			assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
 				"something of COMMAND is left")
 		})
 	}
+}
+
+// A lock taken over (its key deleted on a majority, as a failover or an
+// operator would) is lost at the next extension: COMMAND is killed at once,
+// there being no validity left to wait for, and run exits 79.
+func TestRunLockTakenOver(t *testing.T) {
+	t.Parallel()
+	addrs := sharedAddrs(t)
+	k := key(t)
+	cmd := quorumlock(t, addrs, nil, "run", "--ttl", "3s", k, "--", "sh", "-c", `echo "ready $$"; while :; do sleep 0.05; done`)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errOut, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines, errLines := readLines(t, out), readLines(t, errOut)
+	pid := atoi(t, strings.TrimPrefix(lines.await(t, "ready ", 30*time.Second), "ready "))
+	for _, a := range addrs[:2] {
+		require.NoError(t, redistest.AdminClient(t, a).Del(t.Context(), k).Err())
+	}
+	errLines.await(t, "quorumlock: COMMAND ended", 30*time.Second)
+	r := finish(t, cmd, lines, errLines)
+	assert.Equal(t, exitLost, r.code, r.stderr)
+	assert.Contains(t, r.stderr, `lock "`+k+`" lost`)
+	assert.Contains(t, r.stderr, "SIGKILL in 0s")
+	assert.NotContains(t, r.stderr, "lost: lock lost", "lost, said once")
+	onePrefix(t, r.stderr)
+	assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
+		"something of COMMAND is left")
 }

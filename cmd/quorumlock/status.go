@@ -46,9 +46,9 @@ func printState(w io.Writer, st *core.KeyState, showValue bool) {
 	value, on, ttl := st.Holder()
 	switch {
 	case st.Held():
-		fmt.Fprintf(w, "%s: held on %d of %d nodes (quorum %d), %s left\n", st.Key, on, len(st.Nodes), st.Quorum, ttlText(ttl))
+		fmt.Fprintf(w, "%s: held on %d of %d nodes (quorum %d), %s\n", st.Key, on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case on > 0:
-		fmt.Fprintf(w, "%s: free (a value is left on %d of %d nodes, quorum %d, for %s)\n", st.Key, on, len(st.Nodes), st.Quorum, ttlText(ttl))
+		fmt.Fprintf(w, "%s: free (a value is left on %d of %d nodes, quorum %d; %s)\n", st.Key, on, len(st.Nodes), st.Quorum, leftText(ttl))
 	default:
 		fmt.Fprintf(w, "%s: free\n", st.Key)
 	}
@@ -76,6 +76,14 @@ func nodeText(n core.NodeState, holder string, showValue bool) string {
 		fmt.Fprintf(&b, "\t%s", n.Value)
 	}
 	return b.String()
+}
+
+// leftText says how long a value stays.
+func leftText(d time.Duration) string {
+	if d < 0 {
+		return "without expiry"
+	}
+	return ttlText(d) + " left"
 }
 
 func ttlText(d time.Duration) string {

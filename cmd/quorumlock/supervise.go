@@ -47,15 +47,15 @@ func (sv *supervisor) watch(child *exec.Cmd, sigs <-chan os.Signal) (*os.Process
 				risk.Reset(d)
 				continue
 			}
-			sv.stop(fmt.Sprintf("at risk: its keep-alive has not reached a quorum (last try: %v), %v of validity left",
-				sv.extensions.last(), sv.lock.Validity().Round(time.Millisecond)))
+			sv.stop(fmt.Sprintf("lock %q at risk: its keep-alive has not reached a quorum (last try: %v), %v of validity left",
+				sv.lock.Key(), sv.extensions.last(), sv.lock.Validity().Round(time.Millisecond)))
 		case <-lost:
 			lost = nil
 			if sv.stopping { // already stopping: the validity is over, kill now
 				sv.kill = fired()
 				continue
 			}
-			sv.stop(fmt.Sprintf("lost: %v", sv.lock.Err()))
+			sv.stop(sv.lock.Err().Error())
 		case <-sv.kill:
 			sv.kill = nil
 			sv.signal(syscall.SIGKILL)
@@ -77,8 +77,8 @@ func (sv *supervisor) stop(why string) {
 	sv.stopping = true
 	grace := min(sv.killAfter, sv.lock.Validity()-sv.ttl/10)
 	grace = max(grace, 0)
-	fmt.Fprintf(sv.stderr, "quorumlock: lock %q %s; stopping COMMAND: SIGTERM to its process group, SIGKILL in %v (exit status %d)\n",
-		sv.lock.Key(), why, grace.Round(time.Millisecond), exitLost)
+	say(sv.stderr, "%s; stopping COMMAND: SIGTERM to its process group, SIGKILL in %v (exit status %d)",
+		why, grace.Round(time.Millisecond), exitLost)
 	sv.signal(syscall.SIGTERM)
 	sv.kill = time.After(grace)
 }
@@ -86,7 +86,7 @@ func (sv *supervisor) stop(why string) {
 // signal sends sig to COMMAND's process group.
 func (sv *supervisor) signal(sig syscall.Signal) {
 	if err := syscall.Kill(-sv.pgid, sig); err != nil && err != syscall.ESRCH {
-		fmt.Fprintf(sv.stderr, "quorumlock: sending %v to COMMAND: %v\n", sig, err)
+		say(sv.stderr, "sending %v to COMMAND: %v", sig, err)
 	}
 }
 
