@@ -129,9 +129,15 @@ func runCLI(t *testing.T, addrs []string, env []string, args ...string) result {
 	return finish(t, cmd, &stdout, &stderr)
 }
 
-// finish waits for a started quorumlock, within a minute.
+// finish waits for a started quorumlock, within a minute. Output read
+// through pipes (lineReader) is read to its end first: Wait closes them.
 func finish(t *testing.T, cmd *exec.Cmd, stdout, stderr fmt.Stringer) result {
 	t.Helper()
+	for _, out := range []fmt.Stringer{stdout, stderr} {
+		if lr, ok := out.(*lineReader); ok {
+			lr.drain(t)
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
@@ -193,6 +199,23 @@ func (lr *lineReader) String() string {
 	return lr.all.String()
 }
 
+// drain reads to the end of the output (every writer closed it), within
+// a minute.
+func (lr *lineReader) drain(t *testing.T) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case _, ok := <-lr.lines:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("output did not end within a minute; got %q", lr.String())
+		}
+	}
+}
+
 // await returns the next line that starts with prefix, within timeout.
 func (lr *lineReader) await(t *testing.T, prefix string, timeout time.Duration) string {
 	t.Helper()
@@ -210,9 +233,38 @@ func (lr *lineReader) await(t *testing.T, prefix string, timeout time.Duration) 
 	}
 }
 
-// groupGone reports whether no process is left in process group pgid.
-func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+// readyLoop is a COMMAND that says "ready" and its PID, then runs until
+// stopped.
+const readyLoop = `echo "ready $$"; while :; do sleep 0.05; done`
+
+// running is a started quorumlock whose COMMAND (readyLoop) is ready.
+type running struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lineReader
+	pgid           int // COMMAND's process group
+}
+
+// startRun starts quorumlock with args, whose COMMAND ends in readyLoop,
+// and waits for COMMAND to be ready.
+func startRun(t *testing.T, addrs []string, args ...string) *running {
+	t.Helper()
+	cmd := quorumlock(t, addrs, nil, args...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errOut, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	r := &running{cmd: cmd, stdout: readLines(t, out), stderr: readLines(t, errOut)}
+	r.pgid = atoi(t, strings.TrimPrefix(r.stdout.await(t, "ready ", 30*time.Second), "ready "))
+	return r
+}
+
+// requireGone checks that nothing of COMMAND's process group is left, once
+// the kernel has reaped it.
+func (r *running) requireGone(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool { return errors.Is(syscall.Kill(-r.pgid, 0), syscall.ESRCH) },
+		10*time.Second, 10*time.Millisecond, "something of COMMAND is left")
 }
 
 func atoi(t *testing.T, s string) int {

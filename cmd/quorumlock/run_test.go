@@ -188,21 +188,13 @@ func TestRunSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			k := key(t)
-			cmd := quorumlock(t, addrs, nil, "run", "--ttl", "1m", k, "--", "sh", "-c",
-				`trap 'echo "stopping $$"; exit 7' TERM INT; echo "ready $$"; while :; do sleep 0.05; done`)
-			out, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			require.NoError(t, cmd.Start())
-			lines := readLines(t, out)
-			pid := atoi(t, strings.TrimPrefix(lines.await(t, "ready ", 30*time.Second), "ready "))
-			require.NoError(t, cmd.Process.Signal(sig))
-			r := finish(t, cmd, lines, &stderr)
+			run := startRun(t, addrs, "run", "--ttl", "1m", k, "--", "sh", "-c",
+				`trap 'echo "stopping $$"; exit 7' TERM INT; `+readyLoop)
+			require.NoError(t, run.cmd.Process.Signal(sig))
+			r := finish(t, run.cmd, run.stdout, run.stderr)
 			assert.Equal(t, 7, r.code, "COMMAND's status: %s", r.stderr)
-			assert.Contains(t, lines.String(), "stopping", "COMMAND got the signal")
-			assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
-				"COMMAND's process group is gone, once the kernel has reaped it")
+			assert.Contains(t, r.stdout, "stopping", "COMMAND got the signal")
+			run.requireGone(t)
 			assert.False(t, heldNow(t, testLocker(t, addrs), k), "released at once, not after the TTL (1m)")
 		})
 	}
@@ -221,15 +213,7 @@ func TestRunLockLost(t *testing.T) {
 			t.Parallel()
 			servers := ownServers(t, 3)
 			const ttl = 3 * time.Second
-			cmd := quorumlock(t, addrsOf(servers), nil, "run", "--ttl", ttl.String(), key(t), "--", "sh", "-c",
-				c.trap+`; echo "ready $$"; while :; do sleep 0.05; done`)
-			out, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			errOut, err := cmd.StderrPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			lines, errLines := readLines(t, out), readLines(t, errOut)
-			pid := atoi(t, strings.TrimPrefix(lines.await(t, "ready ", 30*time.Second), "ready "))
+			run := startRun(t, addrsOf(servers), "run", "--ttl", ttl.String(), key(t), "--", "sh", "-c", c.trap+"; "+readyLoop)
 			// The lock's validity ends before its last extension's start
 			// plus the TTL; that extension started before this.
 			stopped := time.Now()
@@ -237,16 +221,14 @@ func TestRunLockLost(t *testing.T) {
 			require.NoError(t, servers[1].Pause())
 			defer func() { _ = servers[1].Resume() }()
 			// quorumlock says so once COMMAND has exited.
-			errLines.await(t, "quorumlock: COMMAND ended", 30*time.Second)
+			run.stderr.await(t, "quorumlock: COMMAND ended", 30*time.Second)
 			ended := time.Now()
-			r := finish(t, cmd, lines, errLines)
+			r := finish(t, run.cmd, run.stdout, run.stderr)
 			assert.Equal(t, exitLost, r.code, r.stderr)
 			assert.Regexp(t, `lock ".*" (at risk|lost).*stopping COMMAND`, r.stderr)
 			onePrefix(t, r.stderr)
 			assert.Less(t, ended.Sub(stopped), ttl, "COMMAND outlived the lock's validity")
-			// Its children die with it, once the kernel has reaped them.
-			assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
-				"something of COMMAND is left")
+			run.requireGone(t)
 		})
 	}
 }
@@ -258,24 +240,16 @@ func TestRunLockTakenOver(t *testing.T) {
 	t.Parallel()
 	addrs := sharedAddrs(t)
 	k := key(t)
-	cmd := quorumlock(t, addrs, nil, "run", "--ttl", "3s", k, "--", "sh", "-c", `echo "ready $$"; while :; do sleep 0.05; done`)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	errOut, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines, errLines := readLines(t, out), readLines(t, errOut)
-	pid := atoi(t, strings.TrimPrefix(lines.await(t, "ready ", 30*time.Second), "ready "))
+	run := startRun(t, addrs, "run", "--ttl", "3s", k, "--", "sh", "-c", readyLoop)
 	for _, a := range addrs[:2] {
 		require.NoError(t, redistest.AdminClient(t, a).Del(t.Context(), k).Err())
 	}
-	errLines.await(t, "quorumlock: COMMAND ended", 30*time.Second)
-	r := finish(t, cmd, lines, errLines)
+	run.stderr.await(t, "quorumlock: COMMAND ended", 30*time.Second)
+	r := finish(t, run.cmd, run.stdout, run.stderr)
 	assert.Equal(t, exitLost, r.code, r.stderr)
 	assert.Contains(t, r.stderr, `lock "`+k+`" lost`)
 	assert.Contains(t, r.stderr, "SIGKILL in 0s")
 	assert.NotContains(t, r.stderr, "lost: lock lost", "lost, said once")
 	onePrefix(t, r.stderr)
-	assert.Eventually(t, func() bool { return groupGone(pid) }, 10*time.Second, 10*time.Millisecond,
-		"something of COMMAND is left")
+	run.requireGone(t)
 }
