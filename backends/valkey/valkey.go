@@ -63,7 +63,7 @@ func WithName(name string) Option {
 // server at addr, or a cluster's seeds (see the package doc).
 func ClientOption(addrs ...string) valkey.ClientOption {
 	o := valkey.ClientOption{InitAddress: addrs, DisableCache: true, DisableRetry: true,
-		AlwaysPipelining: true, PipelineMultiplex: -1, ConnWriteTimeout: 5 * time.Second}
+		AlwaysPipelining: true, PipelineMultiplex: -1, ConnWriteTimeout: 2 * time.Second}
 	o.Dialer.Timeout = 5 * time.Second
 	return o
 }
