@@ -35,15 +35,12 @@ type settings struct {
 	value                  bool          // status: print the value
 }
 
-// usageError is a fault of the command line or the environment: exit 64.
-type usageError struct{ error }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
 // parse reads the settings of subcommand name ("run" or "status") from the
 // environment, then from args, and returns them with the positional
-// arguments and, for run, COMMAND. flag.ErrHelp asks for the usage.
-func parse(name string, args []string, stderr io.Writer) (s settings, pos, command []string, err error) {
+// arguments and, for run, COMMAND. Every error is a fault of the command
+// line or the environment (exit 64), but flag.ErrHelp, which asks for the
+// usage.
+func parse(name string, args []string) (s settings, pos, command []string, err error) {
 	if s, err = fromEnv(); err != nil {
 		return settings{}, nil, nil, err
 	}
@@ -51,11 +48,8 @@ func parse(name string, args []string, stderr io.Writer) (s settings, pos, comma
 	fs.SetOutput(io.Discard) // the error is reported once, by the caller
 	s.define(fs, name)
 	pos, command, err = parseArgs(fs, args, name == "run")
-	if errors.Is(err, flag.ErrHelp) {
-		return settings{}, nil, nil, err
-	}
 	if err != nil {
-		return settings{}, nil, nil, usageError{err}
+		return settings{}, nil, nil, err
 	}
 	if err := s.finish(); err != nil {
 		return settings{}, nil, nil, err
@@ -69,7 +63,7 @@ func fromEnv() (settings, error) {
 	var s settings
 	cfg, err := fxmodule.ConfigFromEnv(envPrefix)
 	if err != nil {
-		return settings{}, usageError{err}
+		return settings{}, err
 	}
 	s.cfg, s.conflict, s.killAfter = cfg, exitConflict, defaultKillAfter
 	var errs []error
@@ -88,7 +82,7 @@ func fromEnv() (settings, error) {
 	read("TLS_CERT", stringSetter(&s.tlsCert))
 	read("TLS_KEY", stringSetter(&s.tlsKey))
 	if err := errors.Join(errs...); err != nil {
-		return settings{}, usageError{err}
+		return settings{}, err
 	}
 	return s, nil
 }
@@ -154,17 +148,17 @@ func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command [
 // finish checks what the flags cannot, and builds the TLS configuration.
 func (s *settings) finish() error {
 	if s.wait < 0 {
-		return usagef("--wait %v is negative", s.wait)
+		return fmt.Errorf("--wait %v is negative", s.wait)
 	}
 	if s.killAfter < 0 {
-		return usagef("--kill-after %v is negative", s.killAfter)
+		return fmt.Errorf("--kill-after %v is negative", s.killAfter)
 	}
 	if len(s.cfg.Addrs) == 0 {
-		return usagef("no servers: give --addrs HOST:PORT,... or set %s_ADDRS", envPrefix)
+		return fmt.Errorf("no servers: give --addrs HOST:PORT,... or set %s_ADDRS", envPrefix)
 	}
 	cfg, err := s.tlsConfig()
 	if err != nil {
-		return usageError{err}
+		return err
 	}
 	if cfg != nil {
 		s.cfg.TLS, s.cfg.TLSConfig = true, cfg

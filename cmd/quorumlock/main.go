@@ -60,7 +60,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "run":
-		return runCommand(args[1:], stderr)
+		return runCommand(args[1:], stdout, stderr)
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -27,13 +27,13 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 const unlimitedTries = 1 << 30
 
 // runCommand is `quorumlock run`.
-func runCommand(args []string, stderr io.Writer) int {
-	s, pos, command, err := parse("run", args, stderr)
-	if code, done := parsed(err, "run", stderr); done {
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	s, pos, command, err := parse("run", args)
+	if code, done := parsed(err, "run", stdout, stderr); done {
 		return code
 	}
 	if len(pos) != 1 || len(command) == 0 {
-		return usageFailure(stderr, "run", usagef("want KEY [--] COMMAND [ARGS...]"))
+		return usageFailure(stderr, "run", errors.New("want KEY [--] COMMAND [ARGS...]"))
 	}
 	key := pos[0]
 	sigs := make(chan os.Signal, len(forwarded))
@@ -47,39 +47,30 @@ func runCommand(args []string, stderr io.Writer) int {
 	}
 	locker, err := newLocker(s.cfg, opts...)
 	if err != nil {
-		return lockerFailure(stderr, "run", err)
+		return failure(stderr, "run", key, &s, err)
 	}
 	defer closeSoon(locker)
 
 	lock, sig, err := acquire(locker, key, s.wait, sigs)
-	switch {
-	case sig != nil:
-		if lock != nil {
-			_ = lock.Release(context.Background())
+	if err == nil {
+		err = lock.KeepAlive()
+	}
+	if sig != nil || err != nil {
+		_ = lock.Release(context.Background()) // nil-safe
+		if sig != nil {
+			say(stderr, "got %s before COMMAND started: COMMAND not run", signalName(sig))
+			return 128 + int(sig.(syscall.Signal))
 		}
-		say(stderr, "got %s before COMMAND started: COMMAND not run", signalName(sig))
-		return signalStatus(sig)
-	case errors.Is(err, core.ErrInvalidArgument):
-		return usageFailure(stderr, "run", err)
-	case err != nil:
-		if !s.quiet || !conflicting(err) {
-			explain(stderr, key, s.wait, err)
-		}
-		return errorStatus(err, s.conflict)
+		return failure(stderr, "run", key, &s, err)
 	}
 	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, extensions: extensions, stderr: stderr}
-	return sv.run(command, s.conflict, sigs)
+	return sv.run(command, sigs)
 }
 
 // run runs command under the lock, releases the lock, and returns run's
 // exit status.
-func (sv *supervisor) run(command []string, conflict int, sigs <-chan os.Signal) int {
+func (sv *supervisor) run(command []string, sigs <-chan os.Signal) int {
 	lock := sv.lock
-	if err := lock.KeepAlive(); err != nil {
-		_ = lock.Release(context.Background())
-		printErr(sv.stderr, err)
-		return errorStatus(err, conflict)
-	}
 	child, err := start(command, childEnv(lock))
 	if err != nil {
 		_ = lock.Release(context.Background())
@@ -133,25 +124,16 @@ func closeSoon(locker *core.Locker) {
 // acquire takes key, waiting up to wait for it (0: one try). A signal on
 // sigs stops the wait; it is returned, with the lock if one was taken
 // meanwhile.
-func acquire(locker *core.Locker, key string, wait time.Duration, sigs <-chan os.Signal) (*core.Lock, os.Signal, error) {
+func acquire(locker *core.Locker, key string, wait time.Duration, sigs <-chan os.Signal) (lock *core.Lock, got os.Signal, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var (
-		got  os.Signal
-		wg   sync.WaitGroup
-		done = make(chan struct{})
-	)
+	var wg sync.WaitGroup
 	wg.Go(func() {
 		select {
 		case got = <-sigs:
 			cancel()
-		case <-done:
+		case <-ctx.Done(): // acquired or given up: the lock does not keep ctx
 		}
 	})
-	var (
-		lock *core.Lock
-		err  error
-	)
 	if wait == 0 {
 		lock, err = locker.TryAcquire(ctx, key)
 	} else {
@@ -159,7 +141,7 @@ func acquire(locker *core.Locker, key string, wait time.Duration, sigs <-chan os
 		lock, err = locker.Acquire(wctx, key)
 		wcancel()
 	}
-	close(done)
+	cancel()
 	wg.Wait()
 	return lock, got, err
 }
@@ -216,24 +198,32 @@ func (e *lastExtension) last() error {
 
 // parsed reports whether parse's err ends the command, and with which
 // status: help is asked for (0) or the command line is bad (64).
-func parsed(err error, name string, stderr io.Writer) (int, bool) {
+func parsed(err error, name string, stdout, stderr io.Writer) (int, bool) {
 	switch {
 	case err == nil:
 		return 0, false
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(os.Stdout, usage)
+		fmt.Fprint(stdout, usage)
 		return exitOK, true
 	}
 	return usageFailure(stderr, name, err), true
 }
 
-// lockerFailure reports a Locker that could not be built: bad settings
-// (64) or servers that cannot be reached (69).
-func lockerFailure(stderr io.Writer, name string, err error) int {
-	if errors.Is(err, core.ErrInvalidArgument) {
+// failure reports err, from building the Locker or from the lock on key,
+// and returns the exit status it calls for: 64, with the usage line, for
+// bad input; the conflict status when the lock is (or may be) held
+// elsewhere, said unless --quiet; 69 otherwise.
+func failure(stderr io.Writer, name, key string, s *settings, err error) int {
+	switch {
+	case errors.Is(err, core.ErrInvalidArgument):
 		return usageFailure(stderr, name, err)
+	case conflicting(err):
+		if !s.quiet {
+			explain(stderr, key, s.wait, err)
+		}
+		return s.conflict
 	}
-	printErr(stderr, err)
+	explain(stderr, key, s.wait, err)
 	return exitUnavailable
 }
 
@@ -255,18 +245,6 @@ func reason(err error) error {
 		return qe.Reason
 	}
 	return err
-}
-
-// errorStatus is the exit status for a lock error: conflict when the lock
-// is (or may be) held elsewhere.
-func errorStatus(err error, conflict int) int {
-	switch {
-	case errors.Is(reason(err), core.ErrInvalidArgument):
-		return exitUsage
-	case conflicting(err):
-		return conflict
-	}
-	return exitUnavailable
 }
 
 // conflicting reports whether err says the lock is held elsewhere, or may
@@ -332,11 +310,4 @@ func signalName(sig os.Signal) string {
 		return n
 	}
 	return sig.String()
-}
-
-func signalStatus(sig os.Signal) int {
-	if s, ok := sig.(syscall.Signal); ok {
-		return 128 + int(s)
-	}
-	return exitUnavailable
 }

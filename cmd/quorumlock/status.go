@@ -14,25 +14,21 @@ import (
 
 // statusCommand is `quorumlock status`.
 func statusCommand(args []string, stdout, stderr io.Writer) int {
-	s, pos, _, err := parse("status", args, stderr)
-	if code, done := parsed(err, "status", stderr); done {
+	s, pos, _, err := parse("status", args)
+	if code, done := parsed(err, "status", stdout, stderr); done {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageFailure(stderr, "status", usagef("want one KEY"))
+		return usageFailure(stderr, "status", errors.New("want one KEY"))
 	}
 	locker, err := newLocker(s.cfg)
 	if err != nil {
-		return lockerFailure(stderr, "status", err)
+		return failure(stderr, "status", pos[0], &s, err)
 	}
 	defer closeSoon(locker)
 	st, err := locker.Inspect(context.Background(), pos[0])
-	switch {
-	case errors.Is(err, core.ErrInvalidArgument):
-		return usageFailure(stderr, "status", err)
-	case err != nil:
-		printErr(stderr, err)
-		return exitUnavailable
+	if err != nil {
+		return failure(stderr, "status", pos[0], &s, err)
 	}
 	printState(stdout, st, s.value)
 	if st.Held() {
@@ -63,7 +59,7 @@ func nodeText(n core.NodeState, holder string, showValue bool) string {
 	var b strings.Builder
 	switch {
 	case n.Outcome != core.OutcomeOK:
-		fmt.Fprintf(&b, "no answer\t%v", n.Err)
+		fmt.Fprintf(&b, "no answer\t%s", unprefixed(n.Err.Error()))
 		return b.String()
 	case n.Value == "":
 		return "free"
