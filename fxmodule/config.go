@@ -410,6 +410,29 @@ func ConfigFromEnv(prefix string) (Config, error) {
 	return c, nil
 }
 
+// Set sets the field whose yaml name is name ("addrs", "ttl",
+// "node_timeout"...; a dash counts as an underscore, so a command-line
+// flag's name will do) from its text form, as ConfigFromEnv reads the
+// field's variable: Addrs comma-separated, durations as Go durations,
+// booleans as strconv.ParseBool reads them, integers in decimal. An
+// unknown name (TLSConfig has none), or a value that does not parse, is an
+// error matching core.ErrInvalidArgument. Whether the value suits the
+// field (a negative TTL) is checked when the Locker is built.
+func (c *Config) Set(name, value string) error {
+	tag := strings.ReplaceAll(name, "-", "_")
+	cv := reflect.ValueOf(c).Elem()
+	for _, f := range reflect.VisibleFields(cv.Type()) {
+		if t, ok := fieldTags[f.Name]; !ok || t != tag {
+			continue
+		}
+		if err := setField(cv.FieldByIndex(f.Index), value); err != nil {
+			return invalidConfig(fmt.Errorf("%s: %w", name, err))
+		}
+		return nil
+	}
+	return invalidConfig(fmt.Errorf("fxmodule: Config has no setting %q", name))
+}
+
 var durationType = reflect.TypeFor[time.Duration]()
 
 // setField sets a Config field from its text form, as the environment

@@ -242,3 +242,23 @@ func TestFromEnv(t *testing.T) {
 	bad := fx.New(fx.NopLogger, fxmodule.Module, fxmodule.FromEnv("FXTEST"), fx.Populate(&locker))
 	assert.ErrorContains(t, bad.Err(), "FXTEST_TRIES")
 }
+
+// Set parses a field from text as its variable would be, by the field's
+// yaml name or a flag's spelling of it, and refuses unknown names and bad
+// values.
+func TestConfigSet(t *testing.T) {
+	var c fxmodule.Config
+	require.NoError(t, c.Set("addrs", " 10.0.0.1:6379,,10.0.0.2:6379 "))
+	require.NoError(t, c.Set("node-timeout", "75ms"))
+	require.NoError(t, c.Set("disable_restart_guard", "1"))
+	require.NoError(t, c.Set("quorum", "2"))
+	require.NoError(t, c.Set("driver", "redigo"))
+	assert.Equal(t, fxmodule.Config{Addrs: []string{"10.0.0.1:6379", "10.0.0.2:6379"}, NodeTimeout: 75 * time.Millisecond,
+		DisableRestartGuard: true, Quorum: 2, Driver: "redigo"}, c)
+	for _, bad := range [][2]string{{"ttl", "5"}, {"cluster", "yes"}, {"tries", "many"}, {"tls_config", "x"}, {"", "x"}, {"no-such", "1"}} {
+		err := c.Set(bad[0], bad[1])
+		assert.ErrorIs(t, err, core.ErrInvalidArgument, "%q", bad)
+		assert.ErrorContains(t, err, bad[0])
+	}
+	assert.Equal(t, 75*time.Millisecond, c.NodeTimeout, "a bad value changes nothing")
+}

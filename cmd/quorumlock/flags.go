@@ -90,16 +90,20 @@ func fromEnv() (settings, error) {
 // define declares the flags of subcommand name over s, whose values (from
 // the environment) are the defaults.
 func (s *settings) define(fs *flag.FlagSet, name string) {
-	c := &s.cfg
-	fs.Func("addrs", "", func(v string) error { c.Addrs = splitList(v); return nil })
-	fs.BoolVar(&c.Cluster, "cluster", c.Cluster, "")
-	fs.StringVar(&c.Driver, "driver", c.Driver, "")
-	fs.Func("ttl", "", durationSetter(&c.TTL))
-	fs.Func("node-timeout", "", durationSetter(&c.NodeTimeout))
-	fs.StringVar(&c.KeyPrefix, "key-prefix", c.KeyPrefix, "")
-	fs.StringVar(&c.Username, "username", c.Username, "")
-	fs.StringVar(&c.Password, "password", c.Password, "")
-	fs.BoolVar(&c.TLS, "tls", c.TLS, "")
+	// fxmodule's settings parse as their variables do (Config.Set).
+	config := func(name string, boolean bool) {
+		set := func(v string) error { return s.cfg.Set(name, v) }
+		if boolean {
+			fs.BoolFunc(name, "", set)
+		} else {
+			fs.Func(name, "", set)
+		}
+	}
+	for _, name := range []string{"addrs", "driver", "ttl", "node-timeout", "key-prefix", "username", "password"} {
+		config(name, false)
+	}
+	config("cluster", true)
+	config("tls", true)
 	fs.StringVar(&s.tlsCA, "tls-ca", s.tlsCA, "")
 	fs.StringVar(&s.tlsCert, "tls-cert", s.tlsCert, "")
 	fs.StringVar(&s.tlsKey, "tls-key", s.tlsKey, "")
@@ -108,7 +112,7 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 		fs.Func("wait", "", durationSetter(&s.wait))
 		fs.Func("kill-after", "", durationSetter(&s.killAfter))
 		fs.Func("conflict-exit-code", "", statusSetter(&s.conflict))
-		fs.BoolVar(&c.Fencing, "fencing", c.Fencing, "")
+		config("fencing", true)
 		fs.BoolVar(&s.quiet, "quiet", s.quiet, "")
 	case "status":
 		fs.BoolVar(&s.value, "value", false, "")
@@ -194,16 +198,6 @@ func (s *settings) tlsConfig() (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
-}
-
-func splitList(v string) []string {
-	var list []string
-	for a := range strings.SplitSeq(v, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			list = append(list, a)
-		}
-	}
-	return list
 }
 
 func durationSetter(d *time.Duration) func(string) error {
