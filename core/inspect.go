@@ -53,8 +53,8 @@ func (s *KeyState) Holder() (value string, nodes int, ttl time.Duration) {
 		}
 	}
 	slices.SortFunc(ttls, func(a, b time.Duration) int { return longer(b, a) })
-	if nodes >= s.Quorum {
-		return value, nodes, ttls[s.Quorum-1]
+	if q := s.quorum(); nodes >= q {
+		return value, nodes, ttls[q-1]
 	}
 	return value, nodes, ttls[0]
 }
@@ -63,8 +63,11 @@ func (s *KeyState) Holder() (value string, nodes int, ttl time.Duration) {
 // is locked.
 func (s *KeyState) Held() bool {
 	_, nodes, _ := s.Holder()
-	return nodes >= s.Quorum
+	return nodes >= s.quorum()
 }
+
+// quorum is Quorum, at least 1: a KeyState made by hand may leave it zero.
+func (s *KeyState) quorum() int { return max(s.Quorum, 1) }
 
 // count is how many answering nodes hold value.
 func (s *KeyState) count(value string) int {

@@ -73,3 +73,14 @@ func TestInspectMisuse(t *testing.T) {
 	_, err = l.Inspect(context.Background(), "k")
 	assert.ErrorIs(t, err, core.ErrClosed)
 }
+
+// A KeyState made by hand, without a quorum, holds nothing and does not
+// panic.
+func TestKeyStateZero(t *testing.T) {
+	var zero core.KeyState
+	assert.False(t, zero.Held())
+	byHand := core.KeyState{Nodes: []core.NodeState{{NodeResult: core.NodeResult{Outcome: core.OutcomeOK}, Value: "v", TTL: time.Second}}}
+	assert.True(t, byHand.Held(), "one node of one, quorum unset: held")
+	v, on, ttl := byHand.Holder()
+	assert.Equal(t, []any{"v", 1, time.Second}, []any{v, on, ttl})
+}
