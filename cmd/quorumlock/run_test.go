@@ -253,3 +253,22 @@ func TestRunLockTakenOver(t *testing.T) {
 	onePrefix(t, r.stderr)
 	run.requireGone(t)
 }
+
+// Over one Redis Cluster (--cluster: one node), with each driver that has
+// a cluster client, run takes and releases the lock and status sees it.
+func TestRunCluster(t *testing.T) {
+	t.Parallel()
+	redistest.RequireServer(t)
+	c, err := redistest.StartCluster(t.Context(), redistest.ClusterMasters)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	for _, d := range []string{"goredis", "rueidis", "valkey"} {
+		k := key(t) + ":" + d
+		r := runCLI(t, c.Addrs(), nil, "run", "--cluster", "--driver", d, k, "--", "sh", "-c",
+			os.Args[0]+` status --cluster --driver `+d+` "$QUORUMLOCK_KEY"`)
+		assert.Equal(t, 0, r.code, "%s: %s", d, r.stderr)
+		assert.Regexp(t, `held on 1 of 1 nodes \(quorum 1\)`, r.stdout, d)
+		r = runCLI(t, c.Addrs(), nil, "status", "--cluster", "--driver", d, k)
+		assert.Equal(t, exitFree, r.code, "%s: released: %s", d, r.stderr)
+	}
+}
