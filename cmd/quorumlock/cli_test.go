@@ -15,7 +15,7 @@ import (
 // run no COMMAND.
 func TestUsage(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate"), 0o600))
 	for _, c := range []struct {
@@ -77,7 +77,7 @@ func TestHelp(t *testing.T) {
 // run exits 69 too then.
 func TestStatus(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	k := key(t)
 	r := runCLI(t, addrs, nil, "status", k)
 	assert.Equal(t, exitFree, r.code, r.stderr)

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/fxmodule"
@@ -33,48 +31,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	redistest.QuietRedisLogs()
-	code := m.Run()
-	for _, s := range shared.servers {
-		if err := s.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing redis-server:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	redistest.Main(m)
 }
 
-// The tests share three redis-server processes (each test uses keys of
-// its own); those that stop servers start their own.
-var shared struct {
-	once    sync.Once
-	servers []*redistest.Server
-	err     error
-}
-
-func sharedAddrs(t *testing.T) []string {
+// serverAddrs starts three servers for the calling test alone, and
+// returns their addresses.
+func serverAddrs(t *testing.T, opts ...redistest.ServerOption) []string {
 	t.Helper()
-	redistest.RequireServer(t)
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for range 3 {
-			s, err := redistest.StartServer(ctx)
-			if err != nil {
-				shared.err = err
-				return
-			}
-			shared.servers = append(shared.servers, s)
-		}
-	})
-	require.NoError(t, shared.err, "starting the shared redis-servers")
-	return addrsOf(shared.servers)
+	return addrsOf(ownServers(t, 3, opts...))
 }
 
 func addrsOf(servers []*redistest.Server) []string {
@@ -86,12 +50,12 @@ func addrsOf(servers []*redistest.Server) []string {
 }
 
 // ownServers starts n servers for the calling test alone.
-func ownServers(t *testing.T, n int) []*redistest.Server {
+func ownServers(t *testing.T, n int, opts ...redistest.ServerOption) []*redistest.Server {
 	t.Helper()
 	redistest.RequireServer(t)
 	servers := make([]*redistest.Server, n)
 	for i := range servers {
-		servers[i] = redistest.StartTestServer(t)
+		servers[i] = redistest.StartTestServer(t, opts...)
 	}
 	return servers
 }

@@ -21,7 +21,7 @@ import (
 // the first, and their outputs to one file never interleave.
 func TestRunNoOverlap(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	dir := t.TempDir()
 	log, held := filepath.Join(dir, "log"), filepath.Join(dir, "held")
 	// Each run marks the lock held in a file, and reports a run that
@@ -58,7 +58,7 @@ echo "end $ID" >> "$LOG"; rm "$HELD"`
 // the message.
 func TestRunConflict(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	k := key(t)
 	holder := testLocker(t, addrs)
 	lock, err := holder.Acquire(t.Context(), k) // held for a minute: TTL
@@ -94,7 +94,7 @@ func TestRunConflict(t *testing.T) {
 // COMMAND finds the key and, with --fencing, a token that grows.
 func TestRunExitStatus(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	k := key(t)
 	for _, c := range []struct {
 		command []string
@@ -127,7 +127,7 @@ func TestRunExitStatus(t *testing.T) {
 // own.
 func TestRunCommandLine(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	for _, args := range [][]string{
 		{"run", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
 		{"run", key(t), "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
@@ -144,11 +144,7 @@ func TestRunCommandLine(t *testing.T) {
 // nothing with --quiet.
 func TestRunRestartGuard(t *testing.T) {
 	t.Parallel()
-	redistest.RequireServer(t)
-	var addrs []string
-	for range 3 {
-		addrs = append(addrs, redistest.StartTestServer(t, redistest.WithFresh(true)).Addr())
-	}
+	addrs := serverAddrs(t, redistest.WithFresh(true))
 	env := []string{"QUORUMLOCK_TTL=1m"} // the guard's wait: the TTL
 	r := runCLI(t, addrs, env, "run", key(t), "--", "echo", "ran")
 	assert.Equal(t, exitConflict, r.code, r.stderr)
@@ -165,7 +161,7 @@ func TestRunRestartGuard(t *testing.T) {
 // (SIGTTIN) for ever, with the lock held.
 func TestRunTerminal(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	script, err := exec.LookPath("script")
 	require.NoError(t, err, "script(1), of util-linux, gives the test a terminal")
 	line := os.Args[0] + " run " + key(t) + ` -- sh -c 'read answer; echo "got $answer"'`
@@ -184,7 +180,7 @@ func TestRunTerminal(t *testing.T) {
 // lock once COMMAND has exited, and exits with COMMAND's status.
 func TestRunSignals(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			k := key(t)
@@ -238,7 +234,7 @@ func TestRunLockLost(t *testing.T) {
 // there being no validity left to wait for, and run exits 79.
 func TestRunLockTakenOver(t *testing.T) {
 	t.Parallel()
-	addrs := sharedAddrs(t)
+	addrs := serverAddrs(t)
 	k := key(t)
 	run := startRun(t, addrs, "run", "--ttl", "3s", k, "--", "sh", "-c", readyLoop)
 	for _, a := range addrs[:2] {
