@@ -110,8 +110,13 @@ func WithCloseClient(on bool) Option {
 //     can overtake the SET and leave a key that blocks everyone until its
 //     TTL runs out: measured here, 32 contending goroutines on 3 servers
 //     stalled for minutes with the default and finish in seconds with one;
-//   - Dialer.Timeout 5 s and ConnWriteTimeout 5 s: a node that stops
-//     answering is found dead in seconds, not the 10 s defaults.
+//   - Dialer.Timeout 5 s: a node that stops answering is found dead in
+//     seconds, not the 10 s default;
+//   - ConnWriteTimeout 2 s: a cluster client's Receive on a broken
+//     connection opens a new one and waits for its handshake without the
+//     caller's context, bounded only by this, so a Watch on a hung master
+//     fails about 2 s after its context ends (5 s failed the conformance
+//     test WatchOnPausedServer's 3 s bound, once in CI).
 //
 // Adjust the rest (credentials, TLS) before rueidis.NewClient. rueidis
 // treats a server that answers CLUSTER SLOTS as a cluster: set
@@ -122,7 +127,7 @@ func ClientOption(addrs ...string) rueidis.ClientOption {
 		InitAddress:       addrs,
 		DisableCache:      true,
 		DisableRetry:      true,
-		ConnWriteTimeout:  5 * time.Second,
+		ConnWriteTimeout:  2 * time.Second,
 		AlwaysPipelining:  true,
 		PipelineMultiplex: -1,
 	}

@@ -36,7 +36,7 @@ func TestClientOption(t *testing.T) {
 	assert.True(t, o.AlwaysPipelining, "cancellation is honoured only through the pipelining queue")
 	assert.Equal(t, -1, o.PipelineMultiplex, "one connection per server keeps a release behind its SET")
 	assert.Equal(t, 5*time.Second, o.Dialer.Timeout)
-	assert.Equal(t, 5*time.Second, o.ConnWriteTimeout)
+	assert.Equal(t, 2*time.Second, o.ConnWriteTimeout, "bounds a cluster Receive's handshake, which ignores its context")
 }
 
 func TestNamesAndClosingOwnedClient(t *testing.T) {

@@ -32,8 +32,8 @@
 // contexts and whose Close cuts the connection attempt short. And a
 // cluster client's Receive opens a new connection when the last one
 // broke, and waits for its handshake without the caller's context,
-// bounded only by ConnWriteTimeout: ClientOption sets it to 2 s rather
-// than rueidis's 5 s here, so that a Watch on a hung master fails within
-// about 2 s of its context's end (NodeContract/WatchOnPausedServer, which
-// failed one run in four with 5 s).
+// bounded only by ConnWriteTimeout: ClientOption sets it to 2 s, as
+// rueidis's does, so that a Watch on a hung master fails within about 2 s
+// of its context's end (NodeContract/WatchOnPausedServer, which failed one
+// run in four with 5 s).
 package valkey
