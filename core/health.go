@@ -17,14 +17,20 @@ import (
 
 // This file is node health: a node whose call timed out or could not
 // connect is suspect. A round asks it in the background, one call at a
-// time, and waits for it only while the round's outcome is open; releases
-// owed to it wait until it answers again; and a probe asks it every node
-// timeout (at least 100 ms) until it does. Why: docs/design.md, node health.
+// time, and waits for it only while the round's outcome is open; a
+// release it cannot ask at once is owed, and sent after the node's next
+// answer; and a probe asks it every node timeout (at least 100 ms) until
+// it answers. Why: docs/design.md, node health.
 
 // health is what a Locker knows of its nodes' health.
 type health struct {
 	l     *Locker
 	nodes []nodeHealth
+
+	// ctx bounds the calls of probes and deliveries: cancelled once
+	// Close's last try is over (lastTry after close).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -48,8 +54,9 @@ type nodeHealth struct {
 	why atomic.Pointer[suspectErrors]
 
 	mu      sync.Mutex
-	probing bool          // a probe goroutine runs
-	owed    []owedRelease // releases to send once it answers, oldest first
+	probing bool                       // a probe goroutine runs
+	owed    []*owedEntry               // releases to send once it answers, oldest first
+	owedSet map[owedRelease]*owedEntry // the same, to owe each once
 }
 
 // tryLane takes the lane's token if no call holds it.
@@ -62,10 +69,34 @@ func (n *nodeHealth) tryLane() bool {
 	}
 }
 
-// owedRelease is a release a suspect node was not sent.
-type owedRelease struct {
-	key, value string
-	until      time.Time // the key has expired by then: no need to send it
+// owedRelease is a release a suspect node was not sent, or did not
+// answer. It never expires: a server that hangs reads a SET sent before
+// it hung only when it resumes, and the key lives a TTL from then.
+type owedRelease struct{ key, value string }
+
+// owedEntry is an owed release and the release rounds that wait for its
+// answer.
+type owedEntry struct {
+	rel   owedRelease
+	waits []*lateCall
+}
+
+// lateCall is a round's call to a suspect node that the round may wait
+// for (lateCalls): made in the background, or an owed release. res is set
+// before it is sent on arrived, once.
+type lateCall struct {
+	i       int
+	res     NodeResult
+	arrived chan<- *lateCall // buffered: one slot per node
+}
+
+// answered gives the rounds waiting for e the answer res.
+func (e *owedEntry) answered(res NodeResult) {
+	for _, lc := range e.waits {
+		lc.res = res
+		lc.arrived <- lc
+	}
+	e.waits = nil
 }
 
 // minProbeInterval is the least time between two probes of a suspect node.
@@ -75,8 +106,18 @@ const minProbeInterval = 100 * time.Millisecond
 // (their keys expire at their TTL).
 const maxOwed = 4096
 
+// owedBatch is how many owed releases go to a driver.Batcher node in one
+// round trip.
+const owedBatch = 256
+
+// lastTryFactor bounds Close's last try for owed releases: it ends this
+// many node timeouts after Close began (one to answer the identity check,
+// the rest to send them).
+const lastTryFactor = 5
+
 func newHealth(l *Locker) *health {
 	h := &health{l: l, nodes: make([]nodeHealth, len(l.nodes)), stop: make(chan struct{})}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	for i := range h.nodes {
 		h.nodes[i].why.Store(newSuspectErrors(l.names[i], nil))
 		h.nodes[i].lane = make(chan struct{}, 1)
@@ -85,12 +126,13 @@ func newHealth(l *Locker) *health {
 }
 
 // suspectErrors are a suspect node's results in a round.
-type suspectErrors struct{ skipped, unanswered error }
+type suspectErrors struct{ skipped, unanswered, owed error }
 
 func newSuspectErrors(node string, cause error) *suspectErrors {
 	return &suspectErrors{
 		skipped:    &suspectError{node: node, what: "not asked", cause: cause},
 		unanswered: &suspectError{node: node, what: "asked in the background, not waited for", asked: true, cause: cause},
+		owed:       &suspectError{node: node, what: "not asked: the release is owed to it, sent once it answers", cause: cause},
 	}
 }
 
@@ -100,6 +142,10 @@ func (h *health) skipped(i int) error { return h.nodes[i].why.Load().skipped }
 // unanswered is the result of suspect node i when a round asked it in the
 // background and did not wait for the answer.
 func (h *health) unanswered(i int) error { return h.nodes[i].why.Load().unanswered }
+
+// owedErr is the result of suspect node i when a release round owed it
+// the release instead of asking it.
+func (h *health) owedErr(i int) error { return h.nodes[i].why.Load().owed }
 
 // suspectError is the result of a suspect node a round did not wait for.
 type suspectError struct {
@@ -183,23 +229,23 @@ func (h *health) lost(ctx context.Context, i int, err error) bool {
 	return broken(err, timedOut)
 }
 
-// background runs fn, a call to node i, in a goroutine Close waits for,
-// after any call to the node already running there; but without queue,
-// not at all when one runs or one started less than a node timeout ago
-// (a dead node refuses at once: asked by every round, it would cost a
-// connection attempt each). It reports false, running nothing, when the
-// Locker is closed.
-func (h *health) background(i int, queue bool, fn func()) bool {
+// background runs fn, a call to suspect node i, in a goroutine Close
+// waits for, if no call to the node runs there (one holds its lane); with
+// throttle, not when one started less than a node timeout ago either (a
+// dead node refuses at once: asked by every round, it would cost a
+// connection attempt each). fn runs holding the lane and may give it up
+// early with free. It reports false, running nothing, when it did not run
+// fn, or the Locker is closed.
+func (h *health) background(i int, throttle bool, fn func(free func())) bool {
 	n := &h.nodes[i]
-	if !queue {
-		now := h.l.o.clock.Now().UnixNano()
+	now := h.l.o.clock.Now().UnixNano()
+	if throttle {
 		if last := n.tried.Load(); now-last < int64(h.l.o.nodeTimeout) && now >= last {
 			return false
 		}
-		if !n.tryLane() {
-			return false
-		}
-		n.tried.Store(now)
+	}
+	if !n.tryLane() {
+		return false
 	}
 	h.mu.Lock()
 	closed := h.closed
@@ -208,18 +254,18 @@ func (h *health) background(i int, queue bool, fn func()) bool {
 	}
 	h.mu.Unlock()
 	if closed {
-		if !queue {
-			<-n.lane
-		}
+		<-n.lane
 		return false
+	}
+	if throttle {
+		n.tried.Store(now)
 	}
 	go func() {
 		defer h.probes.Done()
-		if queue {
-			n.lane <- struct{}{}
-		}
-		defer func() { <-n.lane }()
-		fn()
+		var once sync.Once
+		free := func() { once.Do(func() { <-n.lane }) }
+		defer free()
+		fn(free)
 	}()
 	return true
 }
@@ -265,59 +311,137 @@ func (h *health) probe(i int) {
 // answers reports whether node i answers a check of its identity within
 // the node timeout (an answer saying it is a duplicate counts).
 func (h *health) answers(i int) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), h.l.o.nodeTimeout)
+	ctx, cancel := context.WithTimeout(h.ctx, h.l.o.nodeTimeout)
 	defer cancel()
 	return !h.lost(ctx, i, h.l.identify(ctx, i, h.l.ident.state[i].Load()))
 }
 
-// rejoin makes node i healthy again and sends it the releases it is owed,
-// one by one; a failure makes it suspect again, still owed the rest.
+// rejoin runs after node i answered a call, holding its lane: it sends
+// the node the releases it is owed, then makes it healthy. The node's
+// answer means it has read every command sent to it before, on any
+// connection, so no owed release overtakes the SET it undoes. A lost
+// call leaves the node suspect, owed the rest.
 func (h *health) rejoin(i int) {
-	l, n := h.l, &h.nodes[i]
-	n.mu.Lock()
-	owed := n.owed
-	n.owed = nil
-	n.suspect.Store(false)
-	n.mu.Unlock()
-	for k, o := range owed {
-		if !l.o.clock.Now().Before(o.until) {
-			continue
+	n := &h.nodes[i]
+	for {
+		n.mu.Lock()
+		owed := n.owed
+		if len(owed) == 0 {
+			n.suspect.Store(false)
+			n.mu.Unlock()
+			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.o.nodeTimeout)
-		_, err := l.scriptAnswerOnce(ctx, i, driver.ScriptRelease, []string{o.key}, []string{o.value})
-		lost := h.lost(ctx, i, err)
-		cancel()
-		if lost {
-			h.failed(i, err)
-			for _, rest := range owed[k:] {
-				h.owe(i, rest.key, rest.value)
-			}
+		n.owed = nil
+		clear(n.owedSet)
+		n.mu.Unlock()
+		if !h.deliver(i, owed) {
 			return
 		}
 	}
 }
 
-// owe records that node i is owed the release of key holding value, while
-// it is suspect; once it has answered again, it is owed nothing more.
-func (h *health) owe(i int, key, value string) {
+// deliver sends node i the releases owed, oldest first: in batches of
+// owedBatch on a driver.Batcher node, else one by one, each call within
+// the node timeout. It reports whether all were sent; after a lost call
+// the rest are owed again. Once the Locker's last try is over it stops,
+// and what is left expires at its TTL.
+func (h *health) deliver(i int, owed []*owedEntry) bool {
+	l := h.l
+	b, _ := l.nodes[i].(driver.Batcher)
+	for len(owed) > 0 {
+		m := 1
+		if b != nil {
+			m = min(owedBatch, len(owed))
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, l.o.nodeTimeout)
+		err := l.releaseOwed(ctx, i, b, owed[:m])
+		lost := h.lost(ctx, i, err)
+		cancel()
+		if lost {
+			h.failed(i, err)
+			res := NodeResult{Outcome: OutcomeFailed, Err: h.owedErr(i)} // owed again
+			for _, e := range owed {
+				e.answered(res)
+				h.owe(i, e.rel, nil)
+			}
+			return false
+		}
+		owed = owed[m:]
+	}
+	return true
+}
+
+// releaseOwed sends the owed releases to node i, in one round trip on a
+// Batcher (b not nil), else the only one, and gives each its answer. It
+// returns the first error that shows the node unreachable or hung (then
+// no release has its answer), else nil: a release the server refused (a
+// server error) is answered so, and not sent again.
+func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed []*owedEntry) error {
+	var res NodeResult
+	if b == nil {
+		a, err := l.scriptAnswerOnce(ctx, i, driver.ScriptRelease, []string{owed[0].rel.key}, []string{owed[0].rel.value})
+		if l.health.lost(ctx, i, err) {
+			return err
+		}
+		res.Outcome, res.Err = l.outcome(i, a > 0, err, false, false, l.o.nodeTimeout)
+		owed[0].answered(res)
+		return nil
+	}
+	calls := make([]driver.Call, len(owed))
+	for j, e := range owed {
+		calls[j] = driver.Call{Keys: []string{e.rel.key}, Args: []string{e.rel.value}}
+	}
+	l.evalBatch(ctx, i, b, driver.ScriptRelease, calls)
+	for j := range calls {
+		if l.health.lost(ctx, i, calls[j].Err) {
+			return calls[j].Err
+		}
+	}
+	for j, e := range owed {
+		ok, err := false, calls[j].Err
+		if err == nil {
+			ok, err = voteOf(driver.ScriptRelease, calls[j].Reply)
+		}
+		res.Outcome, res.Err = l.outcome(i, ok, err, false, false, l.o.nodeTimeout)
+		e.answered(res)
+	}
+	return nil
+}
+
+// owe records that suspect node i is owed rel, once, and reports whether
+// it did: not when the node is healthy again (ask it instead). With wait,
+// a release round waits for its answer: wait is sent on its arrived
+// channel with the answer, or a failure when the release is dropped.
+func (h *health) owe(i int, rel owedRelease, wait *lateCall) bool {
 	n := &h.nodes[i]
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if !n.suspect.Load() {
-		return
+		n.mu.Unlock()
+		return false
 	}
-	now := h.l.o.clock.Now()
-	drop := 0
-	for drop < len(n.owed) && !now.Before(n.owed[drop].until) {
-		drop++
+	e := n.owedSet[rel]
+	var dropped *owedEntry
+	if e == nil {
+		if len(n.owed) >= maxOwed {
+			dropped = n.owed[0]
+			delete(n.owedSet, dropped.rel)
+			n.owed = append(n.owed[:0], n.owed[1:]...)
+		}
+		if n.owedSet == nil {
+			n.owedSet = make(map[owedRelease]*owedEntry)
+		}
+		e = &owedEntry{rel: rel}
+		n.owed = append(n.owed, e)
+		n.owedSet[rel] = e
 	}
-	if len(n.owed)-drop >= maxOwed {
-		drop++
+	if wait != nil {
+		e.waits = append(e.waits, wait)
 	}
-	if drop > 0 {
-		n.owed = append(n.owed[:0], n.owed[drop:]...)
+	n.mu.Unlock()
+	if dropped != nil {
+		dropped.answered(NodeResult{Outcome: OutcomeFailed, Err: h.owedErr(i)})
 	}
-	n.owed = append(n.owed, owedRelease{key: key, value: value, until: now.Add(h.l.o.ttl)})
+	return true
 }
 
 // suspects returns the names of the suspect nodes, in node order.
@@ -342,15 +466,22 @@ func reached(res *NodeResult) bool {
 }
 
 // close makes every probe a last try, if releases are owed, and waits for
-// them.
+// them and the calls in the background: lastTryFactor node timeouts at
+// most, then their calls are cut.
 func (h *health) close() {
 	h.mu.Lock()
+	var end *time.Timer
 	if !h.closed {
 		h.closed = true
 		close(h.stop)
+		end = time.AfterFunc(lastTryFactor*h.l.o.nodeTimeout, h.cancel)
 	}
 	h.mu.Unlock()
 	h.probes.Wait()
+	if end != nil {
+		end.Stop()
+	}
+	h.cancel()
 }
 
 // heraldNow returns the herald: the first node by name that is not

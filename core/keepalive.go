@@ -343,42 +343,16 @@ type vote struct {
 	err error
 }
 
-// extendBatched sends the extensions to node i in one batch, resending by
-// source the calls that met NOSCRIPT.
+// extendBatched sends the extensions to node i in one batch.
 func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, ttl string, votes []vote) {
 	s := driver.ScriptExtend
-	byHash := l.loaded[i].Load()&bit(s) != 0
 	calls := make([]driver.Call, len(locks))
 	for j, k := range locks {
 		calls[j] = driver.Call{Keys: []string{k.rkey}, Args: []string{k.value, ttl}}
-		if byHash {
-			calls[j].SHA = s.SHA()
-		} else {
-			calls[j].Source = s.Source()
-		}
 	}
-	b.EvalBatch(ctx, calls)
-	var missing []int
-	node := l.nodes[i]
-	for j := range calls {
-		if calls[j].Err != nil && node.Classify(calls[j].Err) == driver.KindNoScript {
-			missing = append(missing, j)
-		}
-	}
-	if len(missing) > 0 {
-		l.loaded[i].And(^bit(s))
-		again := make([]driver.Call, len(missing))
-		for x, j := range missing {
-			again[x] = driver.Call{Source: s.Source(), Keys: calls[j].Keys, Args: calls[j].Args}
-		}
-		b.EvalBatch(ctx, again)
-		for x, j := range missing {
-			calls[j] = again[x]
-		}
-	}
+	l.evalBatch(ctx, i, b, s, calls)
 	for j := range calls {
 		if calls[j].Err == nil {
-			l.loaded[i].Or(bit(s))
 			votes[j].ok, votes[j].err = voteOf(s, calls[j].Reply)
 		} else {
 			votes[j].err = calls[j].Err

@@ -306,8 +306,10 @@ func (e *lostError) Unwrap() []error { return []error{ErrLockLost, e.qe} }
 
 // Release deletes the lock on every node that still holds this lock's
 // value, whatever the strategy. It runs even if ctx has already ended,
-// bounded by the node timeout. It stops the keep-alive first, and ends its
-// goroutine if this was its last lock.
+// bounded by one node timeout: a suspect node is asked in the background,
+// or, if a call to it still runs, owed the release, which it is sent
+// after its next answer (docs/design.md, node health). It stops the
+// keep-alive first, and ends its goroutine if this was its last lock.
 //
 // It returns nil when a quorum deleted the lock, and otherwise a
 // *QuorumError: ErrNotHeld when too few nodes still held it (it had
@@ -385,6 +387,7 @@ func (k *Lock) release(ctx context.Context) error {
 // retryable reports whether a release round left the outcome open: no
 // quorum deleted the lock, and some node did not answer that is not
 // suspect (a suspect node's release runs in the background, or is owed).
+// A node never sent the acquisition (not tried) has nothing to release.
 func retryable(results []NodeResult, q int) bool {
 	ok, _, _ := tally(results)
 	if ok >= q {
@@ -392,7 +395,7 @@ func retryable(results []NodeResult, q int) bool {
 	}
 	for i := range results {
 		r := &results[i]
-		if r.Outcome != OutcomeOK && r.Outcome != OutcomeRefused && !errors.Is(r.Err, ErrNodeSuspect) {
+		if (r.Outcome == OutcomeFailed || r.Outcome == OutcomeCanceled) && !errors.Is(r.Err, ErrNodeSuspect) {
 			return true
 		}
 	}

@@ -51,8 +51,11 @@ type Locker struct {
 	idle    chan struct{}      // closed once closed and busy is 0
 	holds   map[*hold]struct{} // holders at work, cancelled by Close
 	held    map[*Lock]struct{} // acquired, not yet released on a quorum
-	closeMu sync.Mutex         // one Close finishes at a time
-	done    bool               // Close has finished
+	// finished is closed when the last step of Close (finishClose),
+	// started once, has ended; finishErr is its error until a Close or
+	// Shutdown returns it.
+	finished  chan struct{}
+	finishErr error
 }
 
 // New returns a Locker over nodes, which must be independent Redis masters
@@ -312,12 +315,15 @@ func (l *Locker) Close() error {
 // waiting to retry returns ErrClosed; the contexts of holders at work (Do
 // functions, Lock.Hold) are cancelled with a cause matching ErrClosed. It
 // waits, until ctx ends, for those holders and the calls in flight, then
-// releases every lock still held, closes the nodes, and returns the errors
-// of those releases and closes.
+// releases every lock still held, gives the releases owed to suspect
+// nodes a last try (at most five node timeouts), closes the nodes, and
+// returns the errors of those releases and closes.
 //
-// When ctx ends first, Shutdown returns an error matching ctx's, leaves
-// the holders' locks held (kept alive) and the nodes open; call Shutdown
-// or Close again to finish. Once finished, later calls return nil.
+// When ctx ends first, Shutdown returns an error matching ctx's. If
+// holders were still at work, their locks stay held (kept alive) and the
+// nodes open; if the last step had begun, it goes on, bounded as above.
+// Call Shutdown or Close again to finish, or to wait for the end. Once
+// finished, later calls return nil.
 func (l *Locker) Shutdown(ctx context.Context) error {
 	if l.zero() {
 		return errZeroLocker
@@ -346,13 +352,35 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("quorumlock: shutdown: holders or calls still running: %d, their locks kept; call Shutdown or Close again to finish: %w",
 			busy, contextError(ctx))
 	}
-	l.closeMu.Lock()
-	defer l.closeMu.Unlock()
-	if l.done {
-		return nil
+	l.mu.Lock()
+	if l.finished == nil {
+		finished := make(chan struct{})
+		l.finished = finished
+		go func() {
+			err := l.finishClose()
+			l.mu.Lock()
+			l.finishErr = err
+			l.mu.Unlock()
+			close(finished)
+		}()
 	}
-	l.done = true
-	return l.finishClose()
+	finished := l.finished
+	l.mu.Unlock()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		select {
+		case <-finished:
+		default:
+			return fmt.Errorf("quorumlock: shutdown: still releasing locks and closing nodes; call Shutdown or Close again to wait for the end: %w",
+				contextError(ctx))
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.finishErr
+	l.finishErr = nil // returned once
+	return err
 }
 
 // finishClose releases the locks still held, stops the keeper and the

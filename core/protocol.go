@@ -49,6 +49,46 @@ func (l *Locker) eval(ctx context.Context, i int, s driver.Script, keys, args []
 	return reply, err
 }
 
+// evalBatch runs calls of s on node i in one round trip: by SHA once the
+// node is known to have s, else by source; the calls that met NOSCRIPT go
+// again by source, in a second round trip. It sets each call's SHA or
+// Source, and its Reply and Err.
+func (l *Locker) evalBatch(ctx context.Context, i int, b driver.Batcher, s driver.Script, calls []driver.Call) {
+	byHash := l.loaded[i].Load()&bit(s) != 0
+	for j := range calls {
+		if byHash {
+			calls[j].SHA, calls[j].Source = s.SHA(), ""
+		} else {
+			calls[j].SHA, calls[j].Source = "", s.Source()
+		}
+	}
+	b.EvalBatch(ctx, calls)
+	var missing []int
+	node := l.nodes[i]
+	for j := range calls {
+		if calls[j].Err != nil && node.Classify(calls[j].Err) == driver.KindNoScript {
+			missing = append(missing, j)
+		}
+	}
+	if len(missing) > 0 {
+		l.loaded[i].And(^bit(s))
+		again := make([]driver.Call, len(missing))
+		for x, j := range missing {
+			again[x] = driver.Call{Source: s.Source(), Keys: calls[j].Keys, Args: calls[j].Args}
+		}
+		b.EvalBatch(ctx, again)
+		for x, j := range missing {
+			calls[j] = again[x]
+		}
+	}
+	for j := range calls {
+		if calls[j].Err == nil {
+			l.loaded[i].Or(bit(s))
+			break
+		}
+	}
+}
+
 // scriptVote runs one of the compare-and-act scripts on node i and
 // reports whether the node said yes (see scriptAnswer).
 func (l *Locker) scriptVote(ctx context.Context, i int, s driver.Script, keys, args []string) (bool, error) {

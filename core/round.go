@@ -25,31 +25,38 @@ var releaseStrategy = strategies.Parallel()
 // A suspect node is asked in the background, and waited for only while
 // the round's outcome is open (lateCalls).
 func (l *Locker) round(ctx context.Context, s strategies.Strategy, call nodeCall) []NodeResult {
-	return l.roundOwing(ctx, s, call, nil)
+	return l.roundOwing(ctx, s, call, nil, nil)
 }
 
-// owing is a release round's: which nodes need the call at all (the
-// others' calls answer without asking them), and what a suspect node is
-// owed when it cannot be asked or does not answer.
+// owing is a release round's: which nodes need the call at all, and what
+// a suspect node is owed when it cannot be asked or does not answer.
 type owing struct {
-	key, value string
-	skipped    uint64       // nodes never sent the acquisition
-	prev       []NodeResult // an earlier release round's results
+	rel     owedRelease
+	skipped uint64       // nodes never sent the acquisition
+	prev    []NodeResult // an earlier release round's results
 }
 
-// sent reports whether node i was sent the acquisition.
-func (o *owing) sent(i int) bool { return i >= 64 || o.skipped&(1<<i) == 0 }
+// notSent is the result of a release to a node never sent the
+// acquisition: nothing to release there, and not asked.
+var notSent = NodeResult{Outcome: OutcomeNotTried}
 
-// needs reports whether node i needs the release: sent the acquisition,
-// and no answer to an earlier release.
-func (o *owing) needs(i int) bool {
-	return o.sent(i) && (o.prev == nil || o.prev[i].Outcome != OutcomeOK && o.prev[i].Outcome != OutcomeRefused)
+// known returns node i's result when the release need not ask it: it was
+// never sent the acquisition, or it answered an earlier release. Else nil.
+func (o *owing) known(i int) *NodeResult {
+	switch {
+	case i < 64 && o.skipped&(1<<i) != 0:
+		return &notSent
+	case o.prev != nil && (o.prev[i].Outcome == OutcomeOK || o.prev[i].Outcome == OutcomeRefused):
+		return &o.prev[i]
+	}
+	return nil
 }
 
-// roundOwing is round, but for a release (o not nil): see owing. A
-// release a node does not answer, because it is suspect or becomes so, is
-// owed to it.
-func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nodeCall, o *owing) []NodeResult {
+// roundOwing is round, but with results known before it asks (known(i)
+// not nil: node i is not asked, and that is its result), and for a
+// release (o not nil) what o says. A release that a suspect node cannot
+// be sent at once, or does not answer, is owed to it.
+func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nodeCall, known func(i int) *NodeResult, o *owing) []NodeResult {
 	n := len(l.nodes)
 	st := new(roundState) // one allocation for up to smallRound nodes
 	results, votes := st.results[:], st.votes[:]
@@ -58,27 +65,37 @@ func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nod
 	} else {
 		results, votes = make([]NodeResult, n), make([]strategies.Result, n)
 	}
+	var rel *owedRelease
+	var start time.Time // a release's: bounds its wait for owed releases
+	if o != nil {
+		known, rel, start = o.known, &o.rel, time.Now()
+	}
 	late := &st.late
 	s.Run(ctx, strategies.Round{
 		Nodes:   n,
 		Quorum:  l.o.quorum,
 		Timeout: l.o.nodeTimeout,
 		Attempt: func(actx context.Context, i int) bool {
-			if l.health.suspect(i) && (o == nil || o.needs(i)) {
-				late.start(ctx, l, i, call, o, &results[i])
+			if known != nil {
+				if r := known(i); r != nil {
+					results[i] = *r
+					return r.Outcome == OutcomeOK
+				}
+			}
+			if l.health.suspect(i) && late.start(ctx, l, i, call, rel, &results[i]) {
 				return false
 			}
 			ok := l.attempt(ctx, actx, i, call, &results[i])
-			if o != nil && !reached(&results[i]) {
+			if rel != nil && !reached(&results[i]) {
 				// A release lost on the way (the node hung or dropped the
 				// connection just now) is owed too: it may never have
 				// been written.
-				l.health.owe(i, o.key, o.value)
+				l.health.owe(i, *rel, nil)
 			}
 			return ok
 		},
 	}, votes)
-	late.await(ctx, l.o.quorum, results)
+	late.await(ctx, l.o.quorum, results, start.Add(l.o.nodeTimeout))
 	for i := range results {
 		results[i].Index = i
 		results[i].Node = l.names[i]
@@ -117,57 +134,71 @@ func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *N
 }
 
 // lateCalls are a round's calls to suspect nodes, made in the background
-// (one at a time per node: a node with one running is not asked).
+// (one at a time per node: a node with one running is not asked), and
+// the releases it owes them.
 type lateCalls struct {
 	mu      sync.Mutex
 	calls   []*lateCall
+	owed    bool           // some calls are owed releases
 	arrived chan *lateCall // buffered: one slot per node
 }
 
-// lateCall is one call of lateCalls; res is set before it is sent on arrived.
-type lateCall struct {
-	i   int
-	res NodeResult
-}
-
-// start asks suspect node i in the background, and records in res that it
-// was not waited for (or, when a call to it already runs, not asked). A
-// release not made, or not answered, is owed.
-func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, o *owing, res *NodeResult) {
+// start asks suspect node i in the background, if no call to it runs,
+// and records in res that it was not waited for. Otherwise an acquisition
+// or extension does not ask it, and a release (rel not nil) is owed to
+// it. A release that the call does not get answered is owed too. It
+// reports false when node i is healthy again: ask it.
+func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, rel *owedRelease, res *NodeResult) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.arrived == nil {
 		c.arrived = make(chan *lateCall, len(l.nodes))
 	}
-	lc := &lateCall{i: i}
-	arrived := c.arrived
-	started := l.health.background(i, o != nil, func() {
+	lc := &lateCall{i: i, arrived: c.arrived}
+	started := l.health.background(i, rel == nil, func(free func()) {
 		dctx := detached(ctx)
 		actx, cancel := context.WithTimeout(dctx, l.o.nodeTimeout)
 		l.attempt(dctx, actx, i, call, &lc.res)
 		cancel()
-		if reached(&lc.res) {
-			l.health.rejoin(i)
-		} else if o != nil {
-			l.health.owe(i, o.key, o.value)
+		if !reached(&lc.res) {
+			if rel != nil {
+				l.health.owe(i, *rel, nil)
+			}
+			free() // before the answer: a Release tried again may ask it
+			lc.arrived <- lc
+			return
 		}
-		arrived <- lc
+		lc.arrived <- lc // the round need not wait for the releases owed
+		l.health.rejoin(i)
 	})
-	res.Outcome, res.Err = OutcomeFailed, l.health.skipped(i)
 	switch {
 	case started:
-		res.Err = l.health.unanswered(i)
-		c.calls = append(c.calls, lc)
-	case o != nil:
-		l.health.owe(i, o.key, o.value)
+		res.Outcome, res.Err = OutcomeFailed, l.health.unanswered(i)
+	case rel == nil:
+		res.Outcome, res.Err = OutcomeFailed, l.health.skipped(i)
+		return true
+	case l.health.owe(i, *rel, lc):
+		res.Outcome, res.Err = OutcomeFailed, l.health.owedErr(i)
+		c.owed = true
+	default:
+		return false
 	}
+	c.calls = append(c.calls, lc)
+	return true
 }
 
 // await waits for the late calls while the round's outcome is open: no
 // quorum yet, but one still possible with them; their answers go to
-// results. It stops when ctx ends. It runs after the strategy, whose
-// attempts (and so every start) have returned: no lock is needed.
-func (c *lateCalls) await(ctx context.Context, quorum int, results []NodeResult) {
+// results. It stops when ctx ends, and waits for owed releases until
+// deadline at most. It runs after the strategy, whose attempts (and so
+// every start) have returned: no lock is needed.
+func (c *lateCalls) await(ctx context.Context, quorum int, results []NodeResult, deadline time.Time) {
+	var timeout <-chan time.Time
+	if c.owed {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
 	for pending := len(c.calls); pending > 0; {
 		ok, _, _ := tally(results)
 		if ok >= quorum || ok+pending < quorum {
@@ -178,6 +209,8 @@ func (c *lateCalls) await(ctx context.Context, quorum int, results []NodeResult)
 			results[lc.i] = lc.res
 			pending--
 		case <-ctx.Done():
+			return
+		case <-timeout:
 			return
 		}
 	}
@@ -260,14 +293,15 @@ func detached(ctx context.Context) context.Context {
 // key to the oldest waiter in its queue qkey (if not ""), and handed
 // reports that it did. Nodes that answered prev, an earlier release of the
 // same value, are not asked again. A release to a suspect node runs in the
-// background after the call running there, and is owed if not answered.
+// background if no call runs there, and is owed to it otherwise, or if
+// not answered: sent after the node's next answer (health.rejoin).
 func (l *Locker) releaseAll(ctx context.Context, key, qkey, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
 	// One allocation: keys kv[:1], args kv[2:3]; on the herald kv[:2], kv[2:4].
 	st := &struct {
 		kv     [4]string
 		answer atomic.Int64
 		o      owing
-	}{kv: [4]string{key, "", value, ""}, o: owing{key: key, value: value, skipped: skipped, prev: prev}}
+	}{kv: [4]string{key, "", value, ""}, o: owing{rel: owedRelease{key: key, value: value}, skipped: skipped, prev: prev}}
 	herald := -1
 	if notify {
 		herald = l.heraldNow()
@@ -275,12 +309,6 @@ func (l *Locker) releaseAll(ctx context.Context, key, qkey, value string, notify
 		st.kv[1] = qkey
 	}
 	results = l.roundOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
-		switch {
-		case !st.o.sent(i):
-			return false, nil // it does not hold the key
-		case !st.o.needs(i):
-			return prev[i].Outcome == OutcomeOK, nil
-		}
 		kv := &st.kv
 		if i != herald {
 			return l.scriptVote(ctx, i, driver.ScriptRelease, kv[:1], kv[2:3])
@@ -292,7 +320,7 @@ func (l *Locker) releaseAll(ctx context.Context, key, qkey, value string, notify
 		a, err := l.scriptAnswer(ctx, i, driver.ScriptRelease, keys, kv[2:4])
 		st.answer.Store(a)
 		return a > 0, err
-	}, &st.o)
+	}, nil, &st.o)
 	return results, st.answer.Load() == 2
 }
 
@@ -344,13 +372,15 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 		case !granted:
 			return results
 		}
-		leader := i
-		return l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+		// The leader's grant is its result: not a call to make again,
+		// nor one to make in the background if it turns suspect now.
+		leader, grant := i, results[i]
+		return l.roundOwing(ctx, l.o.strategy, call, func(i int) *NodeResult {
 			if i == leader {
-				return true, nil
+				return &grant
 			}
-			return call(ctx, i)
-		})
+			return nil
+		}, nil)
 	}
 	return l.round(ctx, l.o.strategy, call)
 }
