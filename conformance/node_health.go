@@ -35,6 +35,10 @@ func runNodeHealth(t *testing.T, h Harness) {
 		t.Parallel()
 		releasesToANodeHangingNow(t, h)
 	})
+	t.Run("HealLeavesNoKey", func(t *testing.T) {
+		t.Parallel()
+		healLeavesNoKey(t, h)
+	})
 	for _, fault := range []string{"dead", "hung"} {
 		t.Run("HandOffWithHeraldDown/"+fault, func(t *testing.T) {
 			t.Parallel()
@@ -213,6 +217,64 @@ func releasesToANodeHangingNow(t *testing.T, h Harness) {
 	for _, k := range keys {
 		assert.Equal(t, repeat("", 3), valuesOf(t, servers, k), "key %s: released on the node that hung, once it answered", k)
 	}
+}
+
+// healLeavesNoKey (issue 26, item 4): two of three servers hang while
+// one client holds a key and another waits for it. The waiter's SETs that
+// the hung servers read only when they resume are released at their
+// first answer, however long they hung, so the waiter takes the lock
+// soon after the heal instead of a TTL later.
+func healLeavesNoKey(t *testing.T, h Harness) {
+	const ttl = time.Second
+	servers := h.Isolated(t, 3)
+	parallel := Strategy{Name: "parallel", New: func() strategies.Strategy { return strategies.Parallel() }}
+	opts := []core.Option{core.WithTTL(ttl), core.WithNodeTimeout(100 * time.Millisecond), core.WithTries(1000)}
+	holder := newLocker(t, servers.Nodes(t), parallel, opts...)
+	waiter := newLocker(t, servers.Nodes(t), parallel, opts...)
+	ctx, k := t.Context(), key(t)
+	lock, err := holder.Acquire(ctx, k)
+	require.NoError(t, err)
+	_, err = waiter.TryAcquire(ctx, k)
+	require.ErrorIs(t, err, core.ErrNotAcquired)
+
+	require.NoError(t, servers.Pause(1))
+	require.NoError(t, servers.Pause(2))
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = servers.Resume(1)
+			_ = servers.Resume(2)
+		}
+	}()
+	// A round the hung servers fail: its SETs wait in their sockets, and
+	// its releases are owed to them.
+	_, err = waiter.TryAcquire(ctx, k)
+	require.ErrorIs(t, err, core.ErrUnavailable)
+	type result struct {
+		lock *core.Lock
+		err  error
+		at   time.Time
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, k)
+		got <- result{l, err, time.Now()}
+	}()
+	require.ErrorIs(t, lock.Release(ctx), core.ErrUnavailable, "owed to the hung servers")
+	time.Sleep(3 * ttl / 2) // the fault outlasts the TTL of every key written before it
+	require.NoError(t, servers.Resume(1))
+	require.NoError(t, servers.Resume(2))
+	resumed = true
+	healed := time.Now()
+
+	r := <-got
+	require.NoError(t, r.err)
+	assert.Less(t, r.at.Sub(healed), ttl/2, "the waiter takes the lock soon after the heal, not a TTL later")
+	waitHealthy(t, waiter)
+	for i, v := range valuesOf(t, servers, k)[1:] {
+		assert.Contains(t, []string{"", r.lock.Value()}, v, "server %d: a value of a failed round is left", i+1)
+	}
+	require.NoError(t, r.lock.Release(ctx))
 }
 
 // handOffWithHeraldDown: with the herald (the first node by name) dead or

@@ -100,8 +100,10 @@ func WithLeakGrace(d time.Duration) RunOption {
 //   - NodeHealth (not for Redis Clusters, which are never suspect): a hung
 //     node costs one node timeout, then none until it answers again; a
 //     release to a suspect node follows the SET it undoes; releases to a
-//     node that has just hung reach it once it answers; a waiter gets the
-//     lock handed over with the herald dead or hung;
+//     node that has just hung reach it once it answers; after two of
+//     three servers hung beyond a TTL, no key of a failed round outlives
+//     their first answer; a waiter gets the lock handed over with the
+//     herald dead or hung;
 //   - Cluster: when the harness's servers are Redis Clusters
 //     (ClusterServers), keys over every master, one slot per lock, and a
 //     master killed mid-run.
