@@ -42,8 +42,12 @@ import (
 //  1. never two valid holders of a key at once;
 //  2. a lock that says it is held has its value on a quorum of nodes;
 //  3. no stray value: a value on a node belongs to a lock not yet
-//     released or to a call still running, unless its node failed since
-//     it was written (a release could not reach it);
+//     released or to a call still running, unless its node is impaired,
+//     or suspect to a Locker (its release is owed, or runs in the
+//     background); once the node is healed and every Locker has heard it
+//     answer, owed releases have been delivered, and a value written
+//     before the fault survives only if a Locker closed meanwhile (Close's
+//     last try is bounded);
 //  4. the keeper keeps only held, kept-alive locks;
 //  5. the Lockers start timers at a bounded rate per fake second (no spin;
 //     a spin that never lets fake time move panics: see spinGuard);
@@ -1219,8 +1223,10 @@ func (w *world) suspectLocked(i int) bool {
 }
 
 // checkValues: every value on a node belongs to a lock not yet released,
-// to a release or an acquiring call still running, or was written on a
-// node that failed since (check 3).
+// to a release or an acquiring call still running, or sits on a node
+// impaired now or suspect to a Locker (owed its release); a value written
+// before a fault that has healed, on a node that every Locker has heard
+// answer, is stray unless a Locker closed meanwhile (check 3).
 func (w *world) checkValues() {
 	now := time.Now()
 	for i, n := range w.nodes {
@@ -1232,17 +1238,24 @@ func (w *world) checkValues() {
 			written := now.Add(left - modelTTL)
 			w.mu.Lock()
 			owner, live := w.ownerLocked(key, v)
-			excused := live || w.impairedLocked(i, written) || w.suspectLocked(i)
+			excused := live || w.impairedLocked(i, now) || w.suspectLocked(i) ||
+				w.impairedLocked(i, written) && w.closedSinceLocked(written.Add(-modelTTL))
 			w.mu.Unlock()
 			if owner == "" {
 				owner = "no lock that a call returned: a failed round's, or a Do's"
 			}
 			if !excused {
-				w.violate("stray value of %s on %s (%s), written at %v, on a node that has not failed since; no running call owns it",
+				w.violate("stray value of %s on %s (%s), written at %v, on a node that is healthy and owes nothing; no running call owns it",
 					key, w.p.names[i], owner, written.Sub(w.t0))
 			}
 		}
 	}
+}
+
+// closedSinceLocked reports whether a Locker began closing at or after
+// from: its owed releases may have died with it. w.mu is held.
+func (w *world) closedSinceLocked(from time.Time) bool {
+	return slices.ContainsFunc(w.lockers, func(ml *modelLocker) bool { return !ml.closing.IsZero() && !ml.closing.Before(from) })
 }
 
 // ownerLocked names the lock or Do call that value is known to belong to,
