@@ -58,6 +58,8 @@ type watch struct {
 	active bool         // the herald confirmed the subscription
 	ended  bool         // stopped: a subscription made later is stopped at once
 	linger driver.Timer // runs while refs is 0
+	fails  int          // failed subscriptions in a row
+	retry  driver.Timer // runs until the subscription is made again
 }
 
 func newHub(l *Locker) *hub {
@@ -95,26 +97,30 @@ func (h *hub) join(rkey string, herald int, me *waiter) *watch {
 	return w
 }
 
-// subscribe makes w's subscription on its node.
+// subscribe makes w's subscription on its node; after a failure, again
+// later (see retryLater), unless the node cannot subscribe at all.
 func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	defer h.pending.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	stop, err := wn.Watch(ctx, w.channel, func(message string) { h.message(w, message) })
 	cancel()
-	if err != nil {
-		if errors.Is(err, errors.ErrUnsupported) {
-			h.unsupported.Store(true)
-		}
+	if errors.Is(err, errors.ErrUnsupported) {
+		h.unsupported.Store(true)
 		return
 	}
 	h.mu.Lock()
+	if err != nil {
+		h.retryLaterLocked(w, wn, timeout)
+		h.mu.Unlock()
+		return
+	}
 	if w.ended {
 		h.mu.Unlock()
 		stop()
 		return
 	}
 	w.stops = append(w.stops, stop)
-	w.active = true
+	w.active, w.fails = true, 0
 	// No waiter so far could queue a ticket: wake them all to queue now.
 	for _, me := range w.queue {
 		me.queued, me.activated = false, true
@@ -126,6 +132,30 @@ func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	clear(w.queue)
 	w.queue = w.queue[:0]
 	h.mu.Unlock()
+}
+
+// retryLaterLocked makes w's subscription again after a pause, paced as a
+// driver's resubscription (driver.MinBackoff, doubling with each failure
+// in a row up to driver.MaxBackoff), unless w ends first: its waiters poll
+// meanwhile, and those that come later find it confirmed. h.mu is held.
+func (h *hub) retryLaterLocked(w *watch, wn driver.Watcher, timeout time.Duration) {
+	if w.ended {
+		return
+	}
+	pause := min(driver.MinBackoff<<min(w.fails, 16), driver.MaxBackoff)
+	w.fails++
+	h.pending.Add(1)
+	w.retry = h.l.o.clock.AfterFunc(pause, func() {
+		h.mu.Lock()
+		w.retry = nil
+		ended := w.ended
+		h.mu.Unlock()
+		if ended {
+			h.pending.Done()
+			return
+		}
+		h.subscribe(w, wn, timeout)
+	})
 }
 
 // message handles a notice: a ticket of this Locker wakes its waiter; an
@@ -306,6 +336,10 @@ func (h *hub) endLocked(w *watch) {
 		delete(h.subs, w.subKey)
 	}
 	w.ended = true
+	if w.retry != nil && w.retry.Stop() {
+		h.pending.Done()
+	}
+	w.retry = nil
 	stops := w.stops
 	w.stops = nil
 	if len(stops) > 0 {
