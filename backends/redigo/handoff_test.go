@@ -73,3 +73,54 @@ func TestFailedSubscriptionIsMadeAgain(t *testing.T) {
 	require.NoError(t, held.Release(ctx))
 	require.NoError(t, <-got, "handed over on release, not polled for")
 }
+
+// TestHeraldHangsUnderItsWaiters: the herald is stopped (SIGSTOP) while a
+// waiter is queued on it. The holder's release finds it hung, which wakes
+// the waiter to queue on the next node by name; it takes the lock there
+// instead of after its retry delay of a minute (issue 26, item 6).
+func TestHeraldHangsUnderItsWaiters(t *testing.T) {
+	t.Parallel()
+	redistest.RequireServer(t)
+	var servers []*redistest.Server
+	var addrs []string
+	for range 3 {
+		s := redistest.StartTestServer(t)
+		servers, addrs = append(servers, s), append(addrs, s.Addr())
+	}
+	herald := slices.Index(addrs, slices.Min(addrs)) // nodes are named by address
+	admin := redistest.AdminClient(t, addrs[herald])
+	ctx := redistest.TestContext(t)
+	nodes, _, err := redigo.Dial(addrs)
+	require.NoError(t, err)
+	l, err := core.New(nodes, core.WithRetryDelay(strategies.JitterDelay(time.Minute, time.Minute)))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, l.Close()) })
+	const key = "herald-hangs"
+	held, err := l.Acquire(ctx, key)
+	require.NoError(t, err)
+
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a third of the retry delay
+		defer cancel()
+		lock, err := l.Acquire(wctx, key)
+		if err == nil {
+			err = lock.Release(context.Background())
+		}
+		got <- err
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	qkey, _ := driver.QueueKey(key)
+	for admin.LLen(ctx, qkey).Val() == 0 { // queued on the herald
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			require.FailNow(t, "the waiter never queued on the herald")
+		}
+	}
+	require.NoError(t, servers[herald].Pause())
+	defer func() { assert.NoError(t, servers[herald].Resume()) }()
+	require.NoError(t, held.Release(ctx))
+	require.NoError(t, <-got, "queued again on the next node by name, not woken by its retry delay")
+}
