@@ -98,7 +98,7 @@ func (h *hub) join(rkey string, herald int, me *waiter) *watch {
 }
 
 // subscribe makes w's subscription on its node; after a failure, again
-// later (see retryLater), unless the node cannot subscribe at all.
+// later (see retryLaterLocked), unless the node cannot subscribe at all.
 func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	defer h.pending.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
