@@ -58,7 +58,11 @@ func TestFailedSubscriptionIsMadeAgain(t *testing.T) {
 	defer tick.Stop()
 	// The waiter lost its round and asked to subscribe: refused.
 	for waiter.Stats().Watching == 0 {
-		<-tick.C
+		select {
+		case <-tick.C:
+		case err := <-got:
+			require.FailNow(t, "the waiter returned before the release", "%v", err)
+		}
 	}
 	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "default", "+subscribe").Err())
 	// Made again: the confirmed subscription queues the waiter's ticket.
