@@ -219,7 +219,8 @@ func TestHeraldHangsUnderItsWaiters(t *testing.T) {
 			synctest.Wait()
 			require.True(t, queued(2), "moved to the next node by name")
 			nodes[1].Resume()
-			for len(l.Stats().Suspect) > 0 { // until a probe finds it answering
+			for i := 0; len(l.Stats().Suspect) > 0; i++ { // until a probe finds it answering
+				require.Less(t, i, 100, "no probe found the herald answering within a second")
 				time.Sleep(10 * time.Millisecond)
 			}
 			synctest.Wait()
