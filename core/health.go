@@ -143,6 +143,7 @@ func (h *health) failed(i int, err error) {
 	}
 	n.why.Store(newSuspectErrors(h.l.names[i], err))
 	n.suspect.Store(true)
+	h.l.hub.heraldMoved()
 	if n.probing {
 		return
 	}
@@ -280,6 +281,7 @@ func (h *health) rejoin(i int) {
 	n.owed = nil
 	n.suspect.Store(false)
 	n.mu.Unlock()
+	l.hub.heraldMoved()
 	for k, o := range owed {
 		if !l.o.clock.Now().Before(o.until) {
 			continue
