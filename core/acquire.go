@@ -229,10 +229,12 @@ func (a *acquisition) wait(delay time.Duration) error {
 		}
 	case <-released:
 		a.followUp = false // a new wake
-		named, activated := l.hub.takeWake(a.me)
+		named, activated, moved := l.hub.takeWake(a.me)
 		switch {
 		case named:
 			a.woken = wokenByTicket
+		case moved: // queue on the new herald now; if free, a leader round
+			a.skip, a.chain = true, wokenByNotice
 		case activated: // queue now; a round only if the lock is free
 			a.skip = true
 		default:

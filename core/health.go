@@ -189,6 +189,7 @@ func (h *health) failed(i int, err error) {
 	}
 	n.why.Store(newSuspectErrors(h.l.names[i], err))
 	n.suspect.Store(true)
+	h.l.hub.heraldMoved()
 	if n.probing {
 		return
 	}
@@ -220,9 +221,10 @@ func broken(err error, timedOut bool) bool {
 // lost reports whether a call to node i under ctx, bounded by the node
 // timeout, that returned err shows the node unreachable or hung: broken,
 // or out of time (ctx's deadline passed, even if its timer has not fired
-// yet, or the node says the error is its context's).
+// yet, or the node says the error is its context's). Another node's
+// failure (an identity check's uncheckedError) is not node i's.
 func (h *health) lost(ctx context.Context, i int, err error) bool {
-	if err == nil {
+	if err == nil || othersFailure(err) {
 		return false
 	}
 	timedOut := ctx.Err() != nil || deadlinePassed(ctx) || h.l.nodes[i].Classify(err) == driver.KindContext
@@ -329,6 +331,7 @@ func (h *health) rejoin(i int) {
 		if len(owed) == 0 {
 			n.suspect.Store(false)
 			n.mu.Unlock()
+			h.l.hub.heraldMoved()
 			return
 		}
 		n.owed = nil

@@ -229,6 +229,8 @@ func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout 
 		return OutcomeRefused, nil
 	case cut:
 		return OutcomeCanceled, nil
+	case othersFailure(err): // identify blamed the node that failed
+		return OutcomeFailed, err
 	case timedOut || node.Classify(err) == driver.KindContext:
 		err = timeoutError(timeout, node, err)
 		l.health.failed(i, err)
