@@ -94,7 +94,8 @@ const (
 type Outcome uint8
 
 const (
-	// OutcomeNotTried: the strategy never asked this node.
+	// OutcomeNotTried: the strategy never asked this node, or (a release)
+	// the lock's acquisition never sent it the key: nothing to release.
 	OutcomeNotTried Outcome = iota
 	// OutcomeOK: the node did what was asked (set, extended or deleted our key).
 	OutcomeOK
