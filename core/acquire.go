@@ -30,7 +30,14 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 }
 
 // TryAcquire makes one round to take the lock on key, without waiting or
-// retrying. Its errors are those of Acquire.
+// retrying after contention. Its errors are those of Acquire.
+//
+// A round that won some nodes but no quorum may have split the votes with
+// other contenders, so that none holds the lock: then TryAcquire makes up
+// to two leader rounds at once (the nodes asked one by one in name order,
+// going on only past a grant), so that one contender wins. A lock held by
+// another owner refuses the leader round at its first node, and the error
+// says so.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
@@ -172,6 +179,12 @@ func (a *acquisition) round() (lock *Lock, done bool, err error) {
 	}
 	a.followUp = false
 	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, a.woken)
+	// The last try split the votes, maybe: settle it now, in leader rounds
+	// (docs/design.md, split votes). They use up no try.
+	for n := 0; n < splitRounds && a.counted >= a.tries && split(qe, handed); n++ {
+		a.rounds++
+		lock, qe, handed = l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, wokenBySplit)
+	}
 	a.chain, a.woken = a.woken, wokenByNothing
 	if a.w != nil {
 		l.hub.roundOver(a.w, a.me, qe == nil)
@@ -191,6 +204,23 @@ func (a *acquisition) round() (lock *Lock, done bool, err error) {
 	}
 	a.force = handed // queue behind the waiter its clean-up woke
 	return nil, false, nil
+}
+
+// splitRounds is how many leader rounds an acquisition makes at most after
+// its last try, while each may have split the votes.
+const splitRounds = 2
+
+// split reports whether a lost round may have split the votes, leaving no
+// holder: it set the key on some nodes (released since), short of a
+// quorum, it lost to refusals rather than an outage or the caller's
+// context, and its clean-up handed the key to no queued waiter. A round
+// that set the key nowhere leaves the split to those that did.
+func split(qe *QuorumError, handed bool) bool {
+	if qe == nil || handed || qe.Reason != ErrNotAcquired || qe.Context != nil {
+		return false
+	}
+	ok, _, _ := qe.Counts()
+	return ok > 0 && ok < qe.Quorum
 }
 
 // delay returns the wait before the next round: the retry policy's, the
