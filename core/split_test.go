@@ -62,7 +62,7 @@ func TestTryAcquireSplitHasOneWinner(t *testing.T) {
 				qe := quorumError(t, errs[i])
 				assert.Equal(t, 2, qe.Tries, "the split round, then a leader round refused at its first node")
 				ok, refused, _ := qe.Counts()
-				assert.Equal(t, [2]int{0, 1}, [2]int{ok, refused}, "the leader round asks no node past the refusal")
+				assert.Equal(t, [2]int{1, 2}, [2]int{ok, refused}, "the nodes are those of the round that split")
 				continue
 			}
 			require.Nil(t, winner, "two holders")
@@ -82,7 +82,8 @@ func TestTryAcquireSplitHasOneWinner(t *testing.T) {
 // TestTryAcquireHeldCostsNoLeaderRound: a TryAcquire of a lock held on
 // every node makes one round; of a lock held on a quorum, whose other node
 // it wins, one leader round more, refused at once by the holder's first
-// node. Both say the lock is held and leave no key of theirs behind.
+// node; of a lock held on a quorum without that node, every leader round.
+// All say the lock is held and leave no key of theirs behind.
 func TestTryAcquireHeldCostsNoLeaderRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lockers, nodes := rotatedLockers(t, time.Millisecond)
@@ -104,11 +105,25 @@ func TestTryAcquireHeldCostsNoLeaderRound(t *testing.T) {
 		nodes[last].Del("k")
 		_, err = l.TryAcquire(t.Context(), "k")
 		require.ErrorIs(t, err, core.ErrNotAcquired)
-		assert.Contains(t, err.Error(), "lock held by another owner")
+		assert.Contains(t, err.Error(), "lock held by another owner: 1 of 3 nodes ok, 2 refused, 0 failed, quorum 2, after 2 tries")
 		assert.Equal(t, 2, quorumError(t, err).Tries, "the round, then a leader round refused at its first node")
 		_, on, _ := mustInspect(t, l).Holder()
 		assert.Equal(t, 2, on)
 		assert.Empty(t, nodes[last].Keys(), "the key the round set on the free node was released")
+
+		// Now the holder lacks the node leader rounds begin with.
+		first := 0
+		for i, n := range nodes {
+			if n.String() < nodes[first].String() {
+				first = i
+			}
+		}
+		nodes[last].Set("k", holder.Value(), time.Minute)
+		nodes[first].Del("k")
+		_, err = l.TryAcquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		assert.Equal(t, 4, quorumError(t, err).Tries, "the round, then three leader rounds past the first node")
+		assert.Empty(t, nodes[first].Keys(), "the key the rounds set on the free node was released")
 		require.NoError(t, holder.Release(t.Context()))
 	})
 }
