@@ -79,12 +79,12 @@ func TestTryAcquireSplitHasOneWinner(t *testing.T) {
 	})
 }
 
-// TestTryAcquireHeldCostsNoLeaderRound: a TryAcquire of a lock held on
+// TestTryAcquireHeldCost: a TryAcquire of a lock held on
 // every node makes one round; of a lock held on a quorum, whose other node
 // it wins, one leader round more, refused at once by the holder's first
 // node; of a lock held on a quorum without that node, every leader round.
 // All say the lock is held and leave no key of theirs behind.
-func TestTryAcquireHeldCostsNoLeaderRound(t *testing.T) {
+func TestTryAcquireHeldCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		lockers, nodes := rotatedLockers(t, time.Millisecond)
 		l := lockers[0]
