@@ -37,8 +37,8 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 // other contenders, so that none holds the lock: then TryAcquire makes up
 // to three leader rounds at once (the nodes asked one by one in name order,
 // going on only past a grant), so that one contender wins. A lock held by
-// another owner refuses the leader round at its first node, and the error
-// says so.
+// another owner refuses the first leader round at its first node (or, when
+// it lacks that node, each leader round after it), and the error says so.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
