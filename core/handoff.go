@@ -454,6 +454,7 @@ const (
 	wokenByNothing wakeKind = iota // the first round, a retry delay or a free lock
 	wokenByNotice                  // an empty release notice, which may have woken others
 	wokenByTicket                  // the waiter's own ticket: it alone was woken
+	wokenBySplit                   // the call's last round split the votes (acquire.go)
 )
 
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.
