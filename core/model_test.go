@@ -1363,20 +1363,26 @@ func (h *handle) enter(script string, args []string) error {
 		h.w.violate("L%d called node %s after its Close", h.locker, h.Node)
 		return memory.ErrClosed
 	}
-	if script == driver.ScriptRelease.SHA() || script == driver.ScriptRelease.Source() {
-		h.w.mu.Lock()
-		counts := h.w.releases[args[0]]
-		for len(counts) <= h.index {
-			counts = append(counts, 0)
-		}
-		counts[h.index]++
-		h.w.releases[args[0]] = counts
-		h.w.mu.Unlock()
-	}
+	h.countRelease(script, args)
 	if underMutex[script] && h.w.slow(h.index) {
 		return errSlow
 	}
 	return nil
+}
+
+// countRelease counts a call of script with args if it is a release.
+func (h *handle) countRelease(script string, args []string) {
+	if script != driver.ScriptRelease.SHA() && script != driver.ScriptRelease.Source() {
+		return
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	counts := h.w.releases[args[0]]
+	for len(counts) <= h.index {
+		counts = append(counts, 0)
+	}
+	counts[h.index]++
+	h.w.releases[args[0]] = counts
 }
 
 func (h *handle) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
@@ -1400,7 +1406,12 @@ func (h *handle) Eval(ctx context.Context, script string, keys, args []string) (
 	return h.Node.Eval(ctx, script, keys, args)
 }
 
+// EvalBatch counts the releases a batch carries: owed releases go in
+// batches (check 9).
 func (h *handle) EvalBatch(ctx context.Context, calls []driver.Call) {
+	for _, c := range calls {
+		h.countRelease(c.SHA+c.Source, c.Args)
+	}
 	if err := h.enter("batch", nil); err != nil {
 		for i := range calls {
 			calls[i].Err = err
