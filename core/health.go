@@ -48,9 +48,9 @@ type nodeHealth struct {
 	// tried is when a round last asked it in the background (UnixNano of
 	// the Locker's clock): rounds ask it at most once per node timeout.
 	tried atomic.Int64
-	// A round's errors for it while suspect: not asked, or asked in the
-	// background and not waited for; each wraps the failure that made it
-	// suspect.
+	// A round's errors for it while suspect: not asked, asked in the
+	// background and not waited for, or owed a release; each wraps the
+	// failure that made it suspect.
 	why atomic.Pointer[suspectErrors]
 
 	mu      sync.Mutex

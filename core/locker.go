@@ -352,6 +352,12 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("quorumlock: shutdown: holders or calls still running: %d, their locks kept; call Shutdown or Close again to finish: %w",
 			busy, contextError(ctx))
 	}
+	return l.finish(ctx)
+}
+
+// finish starts the last step of Close (finishClose), once, and waits for
+// it until ctx ends. It returns finishClose's error once, then nil.
+func (l *Locker) finish(ctx context.Context) error {
 	l.mu.Lock()
 	if l.finished == nil {
 		finished := make(chan struct{})
