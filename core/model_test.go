@@ -59,7 +59,7 @@ import (
 //  7. a Do function's lock stays on a quorum until fn returns, unless it
 //     was lost (fn's context or Do's error says so);
 //  8. Close or Shutdown during Do cancels fn's context with ErrClosed,
-//     and Do returns ErrClosed;
+//     and Do returns ErrClosed; Shutdown returns by its context's end;
 //  9. a Release after one that returned ErrUnavailable asks the nodes
 //     that failed again; once every fault is healed, it leaves no value.
 //
@@ -824,8 +824,12 @@ func (w *world) closeNow(ml *modelLocker, shutdown bool, d time.Duration) {
 	var err error
 	if shutdown {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
+		start := time.Now()
 		err = ml.l.Shutdown(ctx)
 		cancel()
+		if took := time.Since(start); took > d {
+			w.violate("L%d Shutdown bounded by %v returned after %v", ml.id, d, took)
+		}
 	} else {
 		err = ml.l.Close()
 	}
