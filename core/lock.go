@@ -42,7 +42,7 @@ type Lock struct {
 	cause    error         // why the lock ended; nil while held
 	done     chan struct{} // made on demand; closed when the lock ends
 	hooks    []*endHook    // called when the lock ends
-	timer    driver.Timer  // fires when the lock ends (ends) while someone watches
+	timer    driver.Timer  // fires at the lock's end (endsLocked) while someone watches
 	gen      uint64        // the timer's generation: an older one's firing is stale
 	released []NodeResult  // the last release's results while it may be tried again
 	keptErr  error         // the last extension's failure; nil after a success
