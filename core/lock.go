@@ -166,11 +166,11 @@ func (k *Lock) Err() error {
 }
 
 // Context returns a copy of parent that is cancelled when the lock ends,
-// with Err as its cause (context.Cause): at risk, with time left to stop
-// (ErrLockAtRisk), unless the lock was found gone at once. It returns
-// also a function that detaches it
+// with Err as its cause (context.Cause), and a function that detaches it
 // from the lock and cancels it. Call the function when done with the
-// context, as with context.WithCancel.
+// context, as with context.WithCancel. When extensions fail, the lock ends
+// at risk (ErrLockAtRisk) with the at-risk margin of validity left: the
+// time to stop using the resource.
 func (k *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
