@@ -626,11 +626,6 @@ func (k *Lock) Extend(ctx context.Context) error {
 		return l.scriptVote(ctx, i, driver.ScriptExtend, keys, args)
 	})
 	if qe := k.settleExtend(ctx, start, l.o.clock.Now(), deadline, results); qe != nil {
-		qe.Context = contextError(ctx)
-		_, _, failed := qe.Counts()
-		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && failed <= len(results)-l.o.quorum {
-			qe.Reason = nil // cut short by the caller: outcome unknown
-		}
 		if errors.Is(qe.Reason, ErrUnavailable) {
 			k.extensionFailed(qe)
 		}
@@ -658,7 +653,7 @@ func (k *Lock) atRiskNoted() (time.Time, lockState) {
 // nil or a *QuorumError: ErrValidityExpired or ErrLockLost (the lock has
 // ended) or ErrUnavailable (still valid until deadline).
 func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time, results []NodeResult) *QuorumError {
-	qe := k.settle(start, end, deadline, results)
+	qe := k.settle(start, end, deadline, results, contextError(ctx))
 	if obs := k.locker.obs; obs != nil {
 		e := Event{Kind: EventExtend, Key: k.key, Start: start, Duration: end.Sub(start), Nodes: results}
 		if qe != nil {
@@ -671,10 +666,13 @@ func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time,
 	return qe
 }
 
-func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *QuorumError {
+// settle applies the round; cut is the caller's context error, if it
+// ended. The error is complete before it is published (a lost lock's
+// cause, the Observer's event): it is never written after.
+func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult, cut error) *QuorumError {
 	l := k.locker
 	newDeadline := start.Add(l.o.ttl - l.o.drift())
-	ok, refused, _ := tally(results)
+	ok, refused, failed := tally(results)
 	q := l.o.quorum
 	// A quorum within the old validity, and validity left (docs/design.md).
 	if ok >= q && end.Before(deadline) && end.Before(newDeadline) {
@@ -686,7 +684,7 @@ func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *Quo
 		k.mu.Unlock()
 		return nil
 	}
-	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end)}
+	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end), Context: cut}
 	switch {
 	case ok >= q: // too late: another owner may have taken it in between
 		qe.Reason = ErrValidityExpired
@@ -695,8 +693,9 @@ func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *Quo
 	case refused > len(l.nodes)-q:
 		qe.Reason = ErrLockLost
 		k.lose(qe)
-	default:
+	case cut == nil || failed > len(l.nodes)-q:
 		qe.Reason = ErrUnavailable
+	default: // cut short by the caller: outcome unknown
 	}
 	return qe
 }

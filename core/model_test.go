@@ -528,7 +528,12 @@ func (w *world) acquire(s step, try bool) {
 // took records a lock that Acquire returned, and watches for its end.
 func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Time) {
 	now := time.Now()
-	if lock.Err() != nil || lock.Validity() <= 0 {
+	w.mu.Lock()
+	closing := !ml.closing.IsZero()
+	w.mu.Unlock()
+	// A Close that began as Acquire returned releases the lock: it was
+	// held when Close began (core.Locker.Shutdown).
+	if released := errors.Is(lock.Err(), core.ErrReleased) && closing; !released && (lock.Err() != nil || lock.Validity() <= 0) {
 		w.violate("L%d acquired %s with no validity: %v", ml.id, key, lock.Err())
 	}
 	w.mu.Lock()
