@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -172,4 +173,25 @@ func TestAtRiskNotForHealthyLocks(t *testing.T) {
 			require.NoError(t, lock.Release(t.Context()))
 		})
 	})
+}
+
+// An extension's error is complete before it becomes the lock's cause: a
+// goroutine that reads the cause once Done is closed must not race with
+// Extend (run with -race).
+func TestLostCauseCompleteWhenPublished(t *testing.T) {
+	l, nodes := newLocker(t, 3)
+	lock, err := l.Acquire(t.Context(), "k")
+	require.NoError(t, err)
+	for _, n := range nodes {
+		n.Set("k", "rival", time.Minute)
+	}
+	read := make(chan error)
+	go func() {
+		<-lock.Done()
+		cause := lock.Err()
+		_ = errors.Is(cause, context.Canceled) // reads every field Unwrap shows
+		read <- cause
+	}()
+	require.ErrorIs(t, lock.Extend(t.Context()), core.ErrLockLost)
+	require.ErrorIs(t, <-read, core.ErrLockLost)
 }
