@@ -21,7 +21,8 @@ import (
 // ErrValidityExpired or ErrNodeRestarted, and also context.Canceled or
 // context.DeadlineExceeded when ctx ended. Bad input matches
 // ErrInvalidArgument, and a closed Locker ErrClosed. After a failed round
-// every node is released, even when ctx has ended.
+// every node is released, even when ctx has ended. A last round that split
+// the votes is settled first, as TryAcquire's is.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
@@ -30,7 +31,14 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 }
 
 // TryAcquire makes one round to take the lock on key, without waiting or
-// retrying. Its errors are those of Acquire.
+// retrying after contention. Its errors are those of Acquire.
+//
+// A round that won some nodes but no quorum may have split the votes with
+// other contenders, so that none holds the lock: then TryAcquire makes up
+// to three leader rounds at once (the nodes asked one by one in name order,
+// going on only past a grant), so that one contender wins. A lock held by
+// another owner refuses the first leader round at its first node (or, when
+// it lacks that node, each leader round after it), and the error says so.
 func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
@@ -172,6 +180,9 @@ func (a *acquisition) round() (lock *Lock, done bool, err error) {
 	}
 	a.followUp = false
 	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, a.woken)
+	if a.counted >= a.tries && split(qe, handed) {
+		lock, qe = a.settle(qe)
+	}
 	a.chain, a.woken = a.woken, wokenByNothing
 	if a.w != nil {
 		l.hub.roundOver(a.w, a.me, qe == nil)
@@ -191,6 +202,44 @@ func (a *acquisition) round() (lock *Lock, done bool, err error) {
 	}
 	a.force = handed // queue behind the waiter its clean-up woke
 	return nil, false, nil
+}
+
+// splitRounds is how many leader rounds an acquisition makes at most after
+// its last try, while each may have split the votes.
+const splitRounds = 3
+
+// settle makes leader rounds after a last try that may have split the
+// votes, until one wins or no longer may have split, at most splitRounds
+// (docs/design.md, split votes). They use up no try. Refused, it returns
+// the error of the round that split, which asked the nodes that a leader
+// round refused at its first node does not; any other outcome, its own.
+func (a *acquisition) settle(splitErr *QuorumError) (*Lock, *QuorumError) {
+	for range splitRounds {
+		a.rounds++
+		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, wokenBySplit)
+		switch {
+		case qe == nil:
+			return lock, nil
+		case qe.Reason != ErrNotAcquired || qe.Context != nil:
+			return nil, qe
+		case !split(qe, handed):
+			return nil, splitErr
+		}
+	}
+	return nil, splitErr
+}
+
+// split reports whether a lost round may have split the votes, leaving no
+// holder: it set the key on some nodes (released since), short of a
+// quorum, it lost to refusals rather than an outage or the caller's
+// context, and its clean-up handed the key to no queued waiter. A round
+// that set the key nowhere leaves the split to those that did.
+func split(qe *QuorumError, handed bool) bool {
+	if qe == nil || handed || qe.Reason != ErrNotAcquired || qe.Context != nil {
+		return false
+	}
+	ok, _, _ := qe.Counts()
+	return ok > 0 && ok < qe.Quorum
 }
 
 // delay returns the wait before the next round: the retry policy's, the
@@ -229,10 +278,12 @@ func (a *acquisition) wait(delay time.Duration) error {
 		}
 	case <-released:
 		a.followUp = false // a new wake
-		named, activated := l.hub.takeWake(a.me)
+		named, activated, moved := l.hub.takeWake(a.me)
 		switch {
 		case named:
 			a.woken = wokenByTicket
+		case moved: // queue on the new herald now; if free, a leader round
+			a.skip, a.chain = true, wokenByNotice
 		case activated: // queue now; a round only if the lock is free
 			a.skip = true
 		default:

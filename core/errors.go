@@ -157,7 +157,9 @@ type QuorumError struct {
 	// Context is the caller's context error (with its cause, when one was
 	// given) if the context ended during the operation, else nil.
 	Context error
-	// Nodes holds every node's outcome in the last round, in node order.
+	// Nodes holds every node's outcome in the last round, in node order;
+	// after leader rounds that did not settle a split vote, in the round
+	// that split (docs/design.md, split votes).
 	Nodes []NodeResult
 	// Tries is the number of rounds Acquire made (0 for other operations).
 	Tries int

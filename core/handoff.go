@@ -58,6 +58,8 @@ type watch struct {
 	active bool         // the herald confirmed the subscription
 	ended  bool         // stopped: a subscription made later is stopped at once
 	linger driver.Timer // runs while refs is 0
+	fails  int          // failed subscriptions in a row
+	retry  driver.Timer // runs until the subscription is made again
 }
 
 func newHub(l *Locker) *hub {
@@ -95,29 +97,41 @@ func (h *hub) join(rkey string, herald int, me *waiter) *watch {
 	return w
 }
 
-// subscribe makes w's subscription on its node.
+// subscribe makes w's subscription on its node; after a failure, again
+// later (see retryLaterLocked), unless the node cannot subscribe at all.
 func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	defer h.pending.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	stop, err := wn.Watch(ctx, w.channel, func(message string) { h.message(w, message) })
 	cancel()
-	if err != nil {
-		if errors.Is(err, errors.ErrUnsupported) {
-			h.unsupported.Store(true)
-		}
+	if errors.Is(err, errors.ErrUnsupported) {
+		h.unsupported.Store(true)
 		return
 	}
 	h.mu.Lock()
+	if err != nil {
+		h.retryLaterLocked(w, wn, timeout)
+		h.mu.Unlock()
+		return
+	}
 	if w.ended {
 		h.mu.Unlock()
 		stop()
 		return
 	}
 	w.stops = append(w.stops, stop)
-	w.active = true
+	w.active, w.fails = true, 0
 	// No waiter so far could queue a ticket: wake them all to queue now.
+	h.requeueLocked(w, false)
+	h.mu.Unlock()
+}
+
+// requeueLocked wakes every waiter in w's queue to queue its ticket now,
+// without a round first (see acquisition.wait); moved says that the
+// herald has moved. h.mu is held.
+func (h *hub) requeueLocked(w *watch, moved bool) {
 	for _, me := range w.queue {
-		me.queued, me.activated = false, true
+		me.queued, me.activated, me.moved = false, true, moved
 		select {
 		case me.woken <- struct{}{}:
 		default:
@@ -125,7 +139,47 @@ func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	}
 	clear(w.queue)
 	w.queue = w.queue[:0]
-	h.mu.Unlock()
+}
+
+// heraldMoved is called when a node turns suspect or answers again: it
+// wakes the waiters of every subscription on a node that is no longer the
+// herald, so that they queue on the new one now. The releases hand the key
+// over there, and their tickets on the old one would wait for their retry
+// delay. Woken together, those that find the lock free make leader rounds,
+// so as not to split the votes (docs/design.md, the herald's failover).
+func (h *hub) heraldMoved() {
+	herald := h.l.heraldNow()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.subs {
+		if w.node != herald {
+			h.requeueLocked(w, true)
+		}
+	}
+}
+
+// retryLaterLocked makes w's subscription again after a pause, paced as a
+// driver's resubscription (driver.MinBackoff, doubling with each failure
+// in a row up to driver.MaxBackoff), unless w ends first: its waiters poll
+// meanwhile, and those that come later find it confirmed. h.mu is held.
+func (h *hub) retryLaterLocked(w *watch, wn driver.Watcher, timeout time.Duration) {
+	if w.ended {
+		return
+	}
+	pause := min(driver.MinBackoff<<min(w.fails, 16), driver.MaxBackoff)
+	w.fails++
+	h.pending.Add(1)
+	w.retry = h.l.o.clock.AfterFunc(pause, func() {
+		h.mu.Lock()
+		w.retry = nil
+		ended := w.ended
+		h.mu.Unlock()
+		if ended {
+			h.pending.Done()
+			return
+		}
+		h.subscribe(w, wn, timeout)
+	})
 }
 
 // message handles a notice: a ticket of this Locker wakes its waiter; an
@@ -157,6 +211,7 @@ type waiter struct {
 	ticket    string // its ticket in the key's wait queue, if any
 	named     bool   // woken by its ticket: the lock was handed to it
 	activated bool   // woken because the subscription was confirmed
+	moved     bool   // or because the herald moved (with activated)
 }
 
 // hasTicket reports whether me waits in the key's wait queue.
@@ -191,14 +246,15 @@ func (h *hub) dropTicket(me *waiter) string {
 	return t
 }
 
-// takeWake reports what woke me since the last call: its ticket, or the
-// subscription's confirmation; neither for an empty notice.
-func (h *hub) takeWake(me *waiter) (named, activated bool) {
+// takeWake reports what woke me since the last call: its ticket, the
+// subscription's confirmation, or the herald's move (with activated);
+// none of them for an empty notice.
+func (h *hub) takeWake(me *waiter) (named, activated, moved bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	named, activated = me.named, me.activated
-	me.named, me.activated = false, false
-	return named, activated
+	named, activated, moved = me.named, me.activated, me.moved
+	me.named, me.activated, me.moved = false, false, false
+	return named, activated, moved
 }
 
 func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }
@@ -306,6 +362,10 @@ func (h *hub) endLocked(w *watch) {
 		delete(h.subs, w.subKey)
 	}
 	w.ended = true
+	if w.retry != nil && w.retry.Stop() {
+		h.pending.Done()
+	}
+	w.retry = nil
 	stops := w.stops
 	w.stops = nil
 	if len(stops) > 0 {
@@ -347,10 +407,11 @@ func runAll(fns []func()) {
 }
 
 // queue puts the waiter in the key's wait queue after a round lost to a
-// holder (or with force), joining the key's notices first. It reports true
-// when the queue first found the lock free: try again at once.
+// holder (or with force, or when the herald moved before any round, see
+// heraldMoved), joining the key's notices first. It reports true when the
+// queue first found the lock free: try again at once.
 func (a *acquisition) queue() (again bool) {
-	if !a.handoff || !a.force && !errors.Is(a.last.Reason, ErrNotAcquired) {
+	if !a.handoff || !a.force && a.last != nil && !errors.Is(a.last.Reason, ErrNotAcquired) {
 		a.frees = 0 // not lost to a holder: no short pauses
 		return false
 	}
@@ -393,6 +454,7 @@ const (
 	wokenByNothing wakeKind = iota // the first round, a retry delay or a free lock
 	wokenByNotice                  // an empty release notice, which may have woken others
 	wokenByTicket                  // the waiter's own ticket: it alone was woken
+	wokenBySplit                   // the call's last round split the votes (acquire.go)
 )
 
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.

@@ -143,6 +143,7 @@ func (h *health) failed(i int, err error) {
 	}
 	n.why.Store(newSuspectErrors(h.l.names[i], err))
 	n.suspect.Store(true)
+	h.l.hub.heraldMoved()
 	if n.probing {
 		return
 	}
@@ -174,9 +175,10 @@ func broken(err error, timedOut bool) bool {
 // lost reports whether a call to node i under ctx, bounded by the node
 // timeout, that returned err shows the node unreachable or hung: broken,
 // or out of time (ctx's deadline passed, even if its timer has not fired
-// yet, or the node says the error is its context's).
+// yet, or the node says the error is its context's). Another node's
+// failure (an identity check's uncheckedError) is not node i's.
 func (h *health) lost(ctx context.Context, i int, err error) bool {
-	if err == nil {
+	if err == nil || othersFailure(err) {
 		return false
 	}
 	timedOut := ctx.Err() != nil || deadlinePassed(ctx) || h.l.nodes[i].Classify(err) == driver.KindContext
@@ -279,6 +281,7 @@ func (h *health) rejoin(i int) {
 	n.owed = nil
 	n.suspect.Store(false)
 	n.mu.Unlock()
+	l.hub.heraldMoved()
 	for k, o := range owed {
 		if !l.o.clock.Now().Before(o.until) {
 			continue

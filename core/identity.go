@@ -34,6 +34,32 @@ func (e *duplicateNodeError) Error() string {
 // Unwrap returns ErrDuplicateNode and ErrInvalidArgument.
 func (e *duplicateNodeError) Unwrap() []error { return []error{ErrDuplicateNode, ErrInvalidArgument} }
 
+// uncheckedError is the outcome error of a node whose new identity could
+// not be checked because another node, which may be the same server, did
+// not say who it is. The failure is the other node's: the node itself
+// answered, and is not suspect for it; it does not vote until a check
+// succeeds.
+type uncheckedError struct {
+	Node, Other, Identity string
+	err                   error // the other node's failure
+}
+
+func (e *uncheckedError) Error() string {
+	return "quorumlock: node " + strconv.Quote(e.Node) + " has a new identity (" + driver.IdentityKey + " = " +
+		strconv.Quote(e.Identity) + "), and node " + strconv.Quote(e.Other) +
+		", which may be the same server, could not say who it is: " + e.err.Error()
+}
+
+// Unwrap returns the other node's failure.
+func (e *uncheckedError) Unwrap() error { return e.err }
+
+// othersFailure reports whether err, a node's outcome, is another node's
+// failure (an uncheckedError): no sign that the node itself is down.
+func othersFailure(err error) bool {
+	var ue *uncheckedError
+	return errors.As(err, &ue)
+}
+
 // A node's state, in the low bits (stateBits) of its identity word; the
 // bits above count its failures, in steps of failureOne.
 const (
@@ -109,8 +135,9 @@ func (l *Locker) confirm(ctx context.Context, i int) error {
 
 // identify asks node i, whose identity word was s, who it is and records
 // it: verified, or duplicate (a *duplicateNodeError). A new identity is
-// first checked against every other verified node. A failed call, there
-// or on node i, is returned, and node i does not vote.
+// first checked against every other verified node. A failed call is
+// returned, and node i does not vote: node i's own failure as it is,
+// another node's as an *uncheckedError, which blames that node alone.
 func (l *Locker) identify(ctx context.Context, i int, s uint64) error {
 	id, err := l.askIdentity(ctx, i)
 	if err != nil {
@@ -135,14 +162,12 @@ func (l *Locker) identify(ctx context.Context, i int, s uint64) error {
 		errs := make([]error, len(l.nodes))
 		var wg sync.WaitGroup
 		for _, k := range others {
-			wg.Go(func() { found[k], errs[k] = l.askIdentity(ctx, k) })
+			wg.Go(func() { found[k], errs[k] = l.askOther(ctx, k) })
 		}
 		wg.Wait()
 		for _, k := range others {
 			if errs[k] != nil && !l.sharded(k) {
-				l.unverify(k) // a failed call, as any other
-				return fmt.Errorf("quorumlock: node %s has a new identity (%s = %q), and node %s, which may be the same server, could not say who it is: %w",
-					strconv.Quote(l.names[i]), driver.IdentityKey, id, strconv.Quote(l.names[k]), errs[k])
+				return &uncheckedError{Node: l.names[i], Other: l.names[k], Identity: id, err: errs[k]}
 			}
 		}
 	}
@@ -182,8 +207,36 @@ func (l *Locker) checkContext(ctx context.Context) (context.Context, context.Can
 // askIdentity runs ScriptIdentify on node i, within checkContext(ctx),
 // and returns the identity its server reported.
 func (l *Locker) askIdentity(ctx context.Context, i int) (string, error) {
-	ctx, cancel := l.checkContext(ctx)
+	cctx, cancel := l.checkContext(ctx)
 	defer cancel()
+	return l.identityIn(cctx, i)
+}
+
+// askOther is askIdentity for node k, asked to check another node's new
+// identity. A failure is k's own, as any failed call's: k is unverified,
+// and suspect if it timed out or could not connect. When ctx was
+// cancelled (which cuts the check short; its deadline does not), the
+// failure is the caller's, and k is left as it was.
+func (l *Locker) askOther(ctx context.Context, k int) (string, error) {
+	cctx, cancel := l.checkContext(ctx)
+	defer cancel()
+	id, err := l.identityIn(cctx, k)
+	if err == nil || l.sharded(k) || errors.Is(ctx.Err(), context.Canceled) {
+		return id, err
+	}
+	l.unverify(k)
+	if l.health.lost(cctx, k, err) {
+		if cctx.Err() != nil || l.nodes[k].Classify(err) == driver.KindContext {
+			err = timeoutError(l.o.nodeTimeout, l.nodes[k], err)
+		}
+		l.health.failed(k, err)
+	}
+	return "", err
+}
+
+// identityIn runs ScriptIdentify on node i under ctx and returns the
+// identity its server reported.
+func (l *Locker) identityIn(ctx context.Context, i int) (string, error) {
 	reply, err := l.eval(ctx, i, driver.ScriptIdentify, []string{driver.IdentityKey}, []string{newValue()})
 	if err != nil {
 		return "", err

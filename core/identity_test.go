@@ -361,3 +361,73 @@ func (n *noIdentity) EvalSHA(ctx context.Context, sha string, keys, args []strin
 	}
 	return n.Node.EvalSHA(ctx, sha, keys, args)
 }
+
+// A new identity is checked against every verified node; when one of
+// them hangs, the failure is that node's: it becomes suspect, and the
+// node checked, which answered, does not (issue 26). That node does not
+// vote until a check succeeds, which it does at once in the next round:
+// the hung node is no longer verified.
+func TestIdentityCheckAgainstAHungNode(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	start := func(t *testing.T, opts ...core.Option) (l *core.Locker, a, b, c *memory.Node, last *lastNodes) {
+		last = new(lastNodes)
+		a, b, c = memory.New(memory.WithName("a")), memory.New(memory.WithName("b")), memory.New(memory.WithName("c"))
+		l, err := core.New([]core.Node{a, b, c}, append(opts, core.WithNodeTimeout(timeout), core.WithObserver(last))...)
+		require.NoError(t, err)
+		t.Cleanup(func() { a.Resume(); require.NoError(t, l.Close()) })
+		return l, a, b, c, last
+	}
+	t.Run("in a round", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, a, b, c, last := start(t, core.WithStrategy(strategies.Parallel()))
+			ctx := t.Context()
+			// a's yes verifies it; b and c refuse, so they are not checked yet.
+			b.Set("k", "rival", time.Hour)
+			c.Set("k", "rival", time.Hour)
+			_, err := l.TryAcquire(ctx, "k")
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+
+			a.Pause()
+			_, err = l.TryAcquire(ctx, "k2")
+			require.ErrorIs(t, err, core.ErrUnavailable, "b and c cannot be told apart from a yet")
+			qe := quorumError(t, err)
+			require.ErrorIs(t, qe.Nodes[0].Err, core.ErrNodeTimeout)
+			for _, r := range qe.Nodes[1:] {
+				require.Equal(t, core.OutcomeFailed, r.Outcome, "node %s", r.Node)
+				assert.Contains(t, r.Err.Error(), `quorumlock: node "`+r.Node+`" has a new identity`)
+				assert.Contains(t, r.Err.Error(), `and node "a", which may be the same server, could not say who it is: no answer within the node timeout of 50ms`)
+				require.ErrorIs(t, r.Err, core.ErrNodeTimeout, "a's")
+				require.NotErrorIs(t, r.Err, context.DeadlineExceeded, "no context of the caller's ended")
+			}
+			assert.Equal(t, []string{"a"}, l.Stats().Suspect)
+
+			lock, err := l.TryAcquire(ctx, "k2")
+			require.NoError(t, err, "b and c are checked against each other, not against a")
+			assert.Equal(t, []core.Outcome{core.OutcomeFailed, core.OutcomeOK, core.OutcomeOK}, outcomesOf(last.get()))
+			require.ErrorIs(t, last.get()[0].Err, core.ErrNodeSuspect)
+			require.NoError(t, lock.Release(ctx))
+		})
+	})
+	// A probe asks a suspect node who it is: a server restarted empty
+	// answers with a new identity, which the probe checks against the
+	// verified nodes. The hung one is suspect then; the probed one rejoins.
+	t.Run("in a probe", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, a, b, _, _ := start(t, core.WithRestartGuard(0))
+			ctx := t.Context()
+			lock, err := l.TryAcquire(ctx, "k")
+			require.NoError(t, err)
+			b.Stop()
+			require.NoError(t, lock.Extend(ctx))
+			require.Equal(t, []string{"b"}, l.Stats().Suspect)
+
+			b.Start() // empty: a new identity
+			a.Pause()
+			time.Sleep(100*time.Millisecond + timeout) // the probe's interval and its check
+			synctest.Wait()
+			assert.Equal(t, []string{"a"}, l.Stats().Suspect, "b answered; a did not")
+			a.Resume()
+			require.NoError(t, lock.Release(ctx))
+		})
+	})
+}

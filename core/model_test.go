@@ -32,7 +32,8 @@ import (
 // of its own (Acquire, TryAcquire, Extend, KeepAlive, Release, Do, Close or
 // Shutdown, KeepAlive racing Release or Close), or injects a fault that
 // heals after a while (stop and restart with or without data, pause,
-// latency, lost replies, dropped pub/sub connections), so operations
+// latency, lost replies, dropped pub/sub connections, refused
+// subscriptions), so operations
 // overlap each other and the faults. Everything runs in a synctest bubble:
 // time is fake, so a program of several seconds costs milliseconds.
 //
@@ -269,6 +270,7 @@ var modelOps = []struct {
 	{"Latency", 3, (*world).latency},
 	{"DropReplies", 4, (*world).dropReplies},
 	{"DropConnections", 4, (*world).dropConnections},
+	{"RefuseWatches", 3, (*world).refuseWatches},
 }
 
 // ---- The world and its model ----
@@ -441,6 +443,7 @@ func (w *world) finish() {
 		n.Resume()
 		n.SetLatency(0)
 		n.DropReplies(false)
+		n.RefuseWatches(false)
 		w.heal(i, impPaused)
 		w.heal(i, impSlow)
 	}
@@ -1125,6 +1128,13 @@ func (w *world) dropConnections(s step) {
 		w.dropReplies(step{node: s.node, d: s.d / 4})
 	}
 	w.nodes[s.node].DropConnections()
+}
+
+// refuseWatches makes the node refuse new subscriptions for a while: the
+// hub tries again with backoff, and no try may outlive Close.
+func (w *world) refuseWatches(s step) {
+	w.nodes[s.node].RefuseWatches(true)
+	w.later(s.d, func() { w.nodes[s.node].RefuseWatches(false) })
 }
 
 // later runs f after d, in a goroutine of its own.

@@ -196,6 +196,8 @@ func (l *Locker) outcome(i int, ok bool, err error, cut, timedOut bool, timeout 
 		return OutcomeRefused, nil
 	case cut:
 		return OutcomeCanceled, nil
+	case othersFailure(err): // identify blamed the node that failed
+		return OutcomeFailed, err
 	case timedOut || node.Classify(err) == driver.KindContext:
 		err = timeoutError(timeout, node, err)
 		l.health.failed(i, err)
@@ -356,8 +358,9 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 }
 
 // acquireOnce is one round of the Redlock algorithm, with the fencing step
-// when fence is set, a leaderRound after an empty notice. A failed round
-// releases every node; it reports whether that handed the key on.
+// when fence is set, a leaderRound after an empty notice or a split. A
+// failed round releases every node; it reports whether that handed the key
+// on.
 func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
 	value := newValue()
 	ttl := l.o.ttl
@@ -365,7 +368,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string,
 	call, counters := l.acquireCall(rkey, fence, value)
 
 	var results []NodeResult
-	if woken == wokenByNotice && len(l.nodes) > 1 {
+	if (woken == wokenByNotice || woken == wokenBySplit) && len(l.nodes) > 1 {
 		results = l.leaderRound(ctx, call)
 	} else {
 		results = l.round(ctx, l.o.strategy, call)

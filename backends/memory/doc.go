@@ -24,9 +24,10 @@
 // server without persistence), paused (calls wait until Resume or their
 // context ends, like a server stopped with SIGSTOP), slowed (SetLatency),
 // made to lose replies after acting (DropReplies), made to forget its
-// scripts (FlushScripts, like SCRIPT FLUSH), and made to drop its pub/sub
+// scripts (FlushScripts, like SCRIPT FLUSH), made to drop its pub/sub
 // connections (DropConnections: each subscription hears the empty notice
-// of a resubscription). Set and Get read and write keys directly, to plant
+// of a resubscription), and made to refuse new subscriptions
+// (RefuseWatches). Set and Get read and write keys directly, to plant
 // a rival lock holder or to check what a lock left behind.
 //
 // # Scripts

@@ -39,6 +39,8 @@ var (
 	// ErrNoScript is Redis's NOSCRIPT: EVALSHA of a script this node has not
 	// seen since it started or since FlushScripts.
 	ErrNoScript = errors.New("NOSCRIPT no matching script, use EVAL")
+	// ErrWatchRefused is returned by Watch while RefuseWatches is on.
+	ErrWatchRefused = errors.New("memory: subscription refused")
 )
 
 // Node is an in-process lock node: a key-value store with millisecond
@@ -57,6 +59,7 @@ type Node struct {
 	paused      chan struct{} // non-nil while paused; closed by Resume
 	latency     time.Duration
 	dropReplies bool
+	refuseWatch bool
 	calls       Calls
 	writes      int // since the last sweep of expired keys
 	subs        map[string]map[*subscription]struct{}
@@ -309,6 +312,10 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func(message st
 	}
 	s := &subscription{notify: notify}
 	n.mu.Lock()
+	if n.refuseWatch {
+		n.mu.Unlock()
+		return nil, ErrWatchRefused
+	}
 	set := n.subs[channel]
 	if set == nil {
 		set = make(map[*subscription]struct{})
@@ -706,6 +713,16 @@ func (n *Node) DropReplies(on bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.dropReplies = on
+}
+
+// RefuseWatches makes every later Watch fail with ErrWatchRefused, as a
+// server at its client limit refuses the connection a subscription needs
+// while the client's open connections go on; off lets Watch succeed again.
+// Subscriptions already made stay.
+func (n *Node) RefuseWatches(on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.refuseWatch = on
 }
 
 // DropConnections plays a dropped pub/sub connection that the client made

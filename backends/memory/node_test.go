@@ -51,6 +51,26 @@ func TestDropConnections(t *testing.T) {
 	assert.Equal(t, map[string][]string{"rel:a": {"", "a.1", ""}, "rel:b": {""}}, heard)
 }
 
+// TestRefuseWatches: Watch fails while on, counted as a call, and
+// subscriptions made before stay; off lets it succeed again.
+func TestRefuseWatches(t *testing.T) {
+	n := memory.New()
+	heard := make(chan string, 2)
+	stop, err := n.Watch(t.Context(), "rel:a", func(m string) { heard <- m })
+	require.NoError(t, err)
+	defer stop()
+	n.RefuseWatches(true)
+	_, err = n.Watch(t.Context(), "rel:b", func(string) {})
+	require.ErrorIs(t, err, memory.ErrWatchRefused)
+	assert.Equal(t, 2, n.Calls().Watches)
+	n.DropConnections()
+	assert.Equal(t, "", <-heard, "the subscription made before stays")
+	n.RefuseWatches(false)
+	stopB, err := n.Watch(t.Context(), "rel:b", func(string) {})
+	require.NoError(t, err)
+	stopB()
+}
+
 // Nil means unset: a nil Option is skipped, WithClock(nil) keeps the clock
 // an earlier option set, and WithName("") keeps the default name.
 func TestNilOptions(t *testing.T) {

@@ -6,6 +6,7 @@ require (
 	github.com/quorumlock/quorumlock v0.0.0
 	github.com/quorumlock/quorumlock/fxmodule v0.0.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -22,7 +23,6 @@ require (
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.26.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sys v0.47.0 // indirect
 )
 
 replace github.com/quorumlock/quorumlock => ../../

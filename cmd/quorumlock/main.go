@@ -6,7 +6,8 @@
 //	quorumlock status [flags] KEY
 //
 // run acquires KEY, runs COMMAND in its own process group while keeping the
-// lock alive, releases the lock when COMMAND exits and exits with
+// lock alive, releases the lock once no process of that group is left
+// (COMMAND's background processes hold the lock too) and exits with
 // COMMAND's status. If the lock is lost, or at risk of being lost, while
 // COMMAND runs, COMMAND is stopped (SIGTERM to its process group, then
 // SIGKILL before the lock's validity ends) and run exits with status 79.
@@ -87,9 +88,11 @@ Usage:
 Flags go before KEY. Whatever follows KEY (and an optional --) is COMMAND.
 
 run acquires KEY, runs COMMAND in its own process group while keeping the
-lock alive, releases the lock when COMMAND exits, and exits with COMMAND's
-status. COMMAND finds the key in QUORUMLOCK_KEY and, with --fencing, the
-lock's fencing token in QUORUMLOCK_TOKEN.
+lock alive, releases the lock once COMMAND and every process of its group
+have exited (one that leaves the group, by setsid, runs on without the
+lock), and exits with COMMAND's status. COMMAND finds the key in
+QUORUMLOCK_KEY and, with --fencing, the lock's fencing token in
+QUORUMLOCK_TOKEN.
 
   If the lock is lost while COMMAND runs, or at risk (an extension has
   failed and less than a fifth of the TTL of validity is left, or the
@@ -97,7 +100,7 @@ lock's fencing token in QUORUMLOCK_TOKEN.
   stderr, sends SIGTERM to COMMAND's process group, and SIGKILL after
   --kill-after or before the lock's validity ends, whichever is first. It never lets COMMAND run on unprotected.
   SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to quorumlock are passed on to
-  COMMAND's process group; the lock is released once COMMAND has exited.
+  COMMAND's process group; the lock is released once the group is gone.
 
 status prints whether KEY is held, on how many nodes and for how long, and
 each node's answer; with --value, the lock's value too.

@@ -1,11 +1,25 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
+
+// adoptOrphans makes quorumlock a child subreaper: a process of COMMAND's
+// whose parent exits becomes quorumlock's child, not init's, so that
+// quorumlock reaps it (awaitGroup) and no container's init that never
+// reaps can keep a dead member in COMMAND's process group, lock held.
+func adoptOrphans() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("cannot become a child subreaper: %w", err)
+	}
+	return nil
+}
 
 // sysProcAttr puts COMMAND in its own process group, so that a signal
 // reaches everything it started, and has the kernel kill it if quorumlock

@@ -12,3 +12,7 @@ func sysProcAttr() *syscall.SysProcAttr {
 }
 
 func takeTerminalBack(*syscall.SysProcAttr) {}
+
+// adoptOrphans does nothing outside Linux: COMMAND's orphans go to init,
+// which reaps them.
+func adoptOrphans() error { return nil }

@@ -66,10 +66,13 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	return sv.run(command, sigs)
 }
 
-// run runs command under the lock, releases the lock, and returns run's
-// exit status.
+// run runs command under the lock, releases the lock once no process of
+// command's group is left, and returns run's exit status.
 func (sv *supervisor) run(command []string, sigs <-chan os.Signal) int {
 	lock := sv.lock
+	if err := adoptOrphans(); err != nil {
+		say(sv.stderr, "%v; COMMAND's orphans go to init to be reaped", err)
+	}
 	child, err := start(command, childEnv(lock))
 	if err != nil {
 		_ = lock.Release(context.Background())

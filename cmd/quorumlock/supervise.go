@@ -25,12 +25,14 @@ type supervisor struct {
 	kill     <-chan time.Time // when SIGKILL follows
 }
 
-// watch waits for child to exit, and reports its state and whether it was
-// stopped for the lock.
+// watch waits for child to exit and then for the rest of its process
+// group, and reports child's state and whether it was stopped for the
+// lock.
 func (sv *supervisor) watch(child *exec.Cmd, sigs <-chan os.Signal) (*os.ProcessState, bool) {
 	exited := make(chan struct{})
 	go func() {
 		_ = child.Wait() // its error is in ProcessState
+		awaitGroup(sv.pgid)
 		close(exited)
 	}()
 	ended := sv.lock.Done()

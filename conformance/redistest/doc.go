@@ -17,7 +17,8 @@
 // conformance.RunCrossDriver its drivers.
 //
 // RunDial, RunDialSecurity and RequireDialCluster check what every
-// backend's Dial promises; StartTestServer, TestContext, AdminClient and
+// backend's Dial promises; RunDatabases, that one server is one vote
+// through any database; StartTestServer, TestContext, AdminClient and
 // RequireHeldEverywhere serve a backend's own tests.
 //
 // The redis-server binary comes from $QUORUMLOCK_REDIS_SERVER or PATH.

@@ -9,17 +9,23 @@ const ValueBytes = 20
 // it as the time the server process started (or "0" for a node adopted
 // with Locker.Adopt). It never expires. It is the same for every Locker,
 // whatever its key prefix, since it describes the server, not the locks;
-// ACLs must let the lock user read and write it (and call INFO). Operators
-// can adopt a node by hand with redis-cli SET quorumlock:birth 0.
+// ACLs must let the lock user read and write it (and call INFO). It lives
+// in the node's own database, beside the lock keys it guards; written from
+// the server's start, it has the same value in every database until one
+// is adopted. Operators can adopt a node by hand with redis-cli SET
+// quorumlock:birth 0 (with -n for a database other than 0).
 const BirthKey = "quorumlock:birth"
 
 // IdentityKey is the key in which each server keeps the identity core
 // knows it by: a random value that ScriptIdentify writes the first time
-// any Locker asks, and that never expires. Like BirthKey it is the same
-// for every Locker, whatever its key prefix, since it describes the
-// server; ACLs must let the lock user read and write it. Two nodes of one
-// Locker that report the same identity are one server, which votes once.
-// A server restarted without persistence forgets it and gets a new one.
+// any Locker asks, and that never expires. It lives in database 0,
+// whatever database a node selects, since it describes the server, not a
+// database: one server reached through two databases is one identity.
+// Like BirthKey it is the same for every Locker, whatever its key prefix;
+// ACLs must let the lock user read and write it and run SELECT. Two nodes
+// of one Locker that report the same identity are one server, which votes
+// once. A server restarted without persistence forgets it and gets a new
+// one.
 const IdentityKey = "quorumlock:node"
 
 // WaiterChannel is the pub/sub channel on which ScriptRelease hands key

@@ -71,10 +71,13 @@ const (
 	ScriptAdopt
 
 	// ScriptIdentify reads the server's identity from KEYS[1] (IdentityKey)
-	// and returns it; when the key is missing, it first sets it to ARGV[1],
-	// a fresh random value, with no expiry. Core runs it before a node's
-	// first yes counts and again after a failure, so that one server
-	// reached under two names votes once (see New).
+	// in database 0, whatever database the connection selected, and returns
+	// it; when the key is missing, it first sets it to ARGV[1], a fresh
+	// random value, with no expiry. Core runs it before a node's first yes
+	// counts and again after a failure, so that one server reached under
+	// two names, or through two databases, votes once (see New). The
+	// script's SELECT changes only the script's own database, not the
+	// connection's; a Redis Cluster has database 0 only.
 	ScriptIdentify
 
 	// ScriptInspect reads KEYS[1] without changing it: {pttl, value} while
@@ -148,7 +151,8 @@ end
 return 1`},
 		ScriptAdopt: {name: "adopt", source: `redis.call("set", KEYS[1], "0")
 return 1`},
-		ScriptIdentify: {name: "identify", source: `local id = redis.call("get", KEYS[1])
+		ScriptIdentify: {name: "identify", source: `redis.call("select", 0)
+local id = redis.call("get", KEYS[1])
 if not id then
 	id = ARGV[1]
 	redis.call("set", KEYS[1], id)

@@ -27,8 +27,10 @@
 // By default (WithWait(0)) the middleware makes one attempt
 // (Locker.TryAcquire) and answers a request whose lock is held elsewhere
 // at once with 423 Locked (WithBusyStatus changes it, to 409 Conflict for
-// instance). WithWait(max) waits for the lock (Locker.Acquire) for at most
-// max, and no longer than the request's context, before answering busy.
+// instance). Of many requests at once for a free key, one runs:
+// TryAcquire settles a split vote. WithWait(max) waits for the lock
+// (Locker.Acquire) for at most max, and no longer than the request's
+// context, before answering busy.
 // Busy answers carry a Retry-After header of WithRetryAfter (1 s by
 // default, in whole seconds, at least 1).
 //
