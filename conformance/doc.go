@@ -41,8 +41,9 @@
 //
 // Lifecycle follows a lock after it is taken: a lock kept alive through Do
 // for five TTLs stays on the servers and fn's context stays live; a
-// majority of servers stopped under Do ends fn's context within one TTL
-// with a cause matching core.ErrLockLost and core.ErrUnavailable; a key
+// majority of servers stopped under Do ends fn's context while the lock
+// is still valid, with a cause matching core.ErrLockAtRisk,
+// core.ErrLockLost and core.ErrUnavailable; a key
 // deleted from every server is found lost by the next extension, well
 // before the validity would run out; Release ends the lock (Done,
 // core.ErrReleased) and its renewals; and a waiter in Acquire over nodes

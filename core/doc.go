@@ -40,8 +40,10 @@
 //
 // Lock.KeepAlive extends a lock every TTL/3 (WithKeepAlive) until it ends;
 // one goroutine per Locker renews all kept-alive locks together. A lock
-// ends when it is released, when an extension finds it gone, or when its
-// validity runs out: Lock.Done is closed, Lock.Err says why, and
+// ends when it is released, when an extension finds it gone, when it is
+// at risk (an extension failed, and less than the at-risk margin of
+// validity is left: ErrLockAtRisk, with that margin left to stop), or when
+// its validity runs out: Lock.Done is closed, Lock.Err says why, and
 // Lock.Context gives a context cancelled with that cause. Locker.Do ties
 // it together: acquire, hold (Lock.Hold), run fn, release. Close never
 // releases a lock whose holder is still at work: it cancels the holder's

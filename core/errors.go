@@ -31,6 +31,13 @@ var (
 	// ErrLockLost: an extension found the lock no longer held on enough
 	// nodes (it expired, or was deleted or taken over). The lock is gone.
 	ErrLockLost = errors.New("quorumlock: lock lost")
+	// ErrLockAtRisk: the lock is about to be lost: an extension failed, or
+	// the keep-alive stopped at the maximum hold time, and less than the
+	// at-risk margin of validity is left (WithAtRiskMargin). The lock has
+	// ended then (Done, Err, Context): stop using the resource, and
+	// release the lock; it stays valid for what Validity says. A cause
+	// matching it matches ErrLockLost too.
+	ErrLockAtRisk = errors.New("quorumlock: lock at risk")
 	// ErrNotHeld: the lock was already released, or a release found it was
 	// no longer held on a quorum, or the *Lock is nil.
 	ErrNotHeld = errors.New("quorumlock: lock not held")

@@ -54,10 +54,14 @@ func newKeeper(l *Locker) *keeper {
 // KeepAlive extends the lock automatically until it is released or lost
 // or the Locker is closed: one keep-alive interval (WithKeepAlive; TTL/3
 // by default) after the start of the round that last set the validity,
-// counted as Extend counts it. When too many nodes fail, it retries while
-// validity remains (after TTL/20 to TTL/10); when validity runs out first,
-// or an extension finds the lock gone, the lock is lost: Done is closed and
-// Err says why. No extension starts after WithMaxHold.
+// counted as Extend counts it. When too many nodes fail, it retries (after
+// TTL/20 to TTL/10) until the lock is at risk: less than the at-risk margin
+// (WithAtRiskMargin, TTL/5 by default) of validity left after a failed
+// extension. The lock then ends, with a cause matching ErrLockAtRisk and
+// ErrLockLost, the margin before its validity does, so that its holder can
+// stop in time; when an extension finds the lock gone, it is lost at once.
+// Done is closed and Err says why. No extension starts after WithMaxHold:
+// the lock then ends at risk too, with a cause matching ErrMaxHold.
 //
 // KeepAlive returns ErrNotHeld for a released lock, the lock's Err for a
 // lost one, ErrClosed after the Locker's Close, and ErrInvalidArgument when
@@ -227,9 +231,7 @@ func (kp *keeper) renew(batch []*Lock) {
 		qe := k.settleExtend(context.Background(), start, end, deadlines[i], results[i])
 		kp.reschedule(k, qe, start, end)
 		if qe != nil && errors.Is(qe.Reason, ErrUnavailable) {
-			k.mu.Lock()
-			k.keptErr = qe
-			k.mu.Unlock()
+			k.extensionFailed(qe)
 		}
 		k.op.Unlock()
 	}
@@ -250,8 +252,9 @@ func (kp *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
 		k.mu.Lock()
 		held, deadline := k.state == stateHeld, k.deadline
 		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
-		if capped {
+		if capped { // it ends at risk, the at-risk margin before its validity
 			k.capped = true
+			k.rearmLocked()
 		}
 		k.mu.Unlock()
 		if !held || capped {

@@ -81,7 +81,7 @@ func TestKeepAlive(t *testing.T) {
 			require.ErrorIs(t, lock.Err(), core.ErrLockLost)
 		})
 	})
-	t.Run("a majority down loses the lock when validity runs out", func(t *testing.T) {
+	t.Run("a majority down ends the lock at risk, before its validity", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, nodes := newLocker(t, 3, core.WithTTL(ttl))
 			lock := keptAlive(t, l, "k")
@@ -91,14 +91,17 @@ func TestKeepAlive(t *testing.T) {
 			stopped := time.Now()
 			<-lock.Done()
 			// The last extension started at 1 interval; its validity is
-			// TTL - drift from then.
-			assert.Equal(t, interval+ttl-drift(ttl), time.Since(stopped)+interval+interval/2)
+			// TTL - drift from then, less the at-risk margin.
+			margin := ttl / core.DefaultAtRiskDivisor
+			assert.Equal(t, interval+ttl-drift(ttl)-margin, time.Since(stopped)+interval+interval/2)
+			assert.Equal(t, margin, lock.Validity(), "the time left to stop")
 			cause := lock.Err()
+			require.ErrorIs(t, cause, core.ErrLockAtRisk)
 			require.ErrorIs(t, cause, core.ErrLockLost)
 			require.ErrorIs(t, cause, core.ErrUnavailable, "the extensions could not reach a quorum")
-			require.ErrorIs(t, cause, core.ErrValidityExpired)
+			require.NotErrorIs(t, cause, core.ErrValidityExpired)
 			require.ErrorIs(t, cause, memory.ErrDown)
-			assert.Contains(t, cause.Error(), "validity ran out before an extension reached a quorum")
+			assert.Contains(t, cause.Error(), `lock "k" at risk: its extensions have not reached a quorum, and 200ms of validity is left (at-risk margin 200ms)`)
 		})
 	})
 	t.Run("a node back in time saves the lock", func(t *testing.T) {
@@ -123,10 +126,12 @@ func TestKeepAlive(t *testing.T) {
 			lock := keptAlive(t, l, "k")
 			<-lock.Done()
 			// Extensions at 1/3, 2/3, ..., 7/3 s; the one due at 8/3 s is past the
-			// limit, so the lock ends TTL - drift after the 7th.
-			assert.Equal(t, 7*interval+ttl-drift(ttl), time.Since(start))
+			// limit, so the lock ends at risk, TTL - drift - margin after the 7th.
+			assert.Equal(t, 7*interval+ttl-drift(ttl)-ttl/core.DefaultAtRiskDivisor, time.Since(start))
 			require.ErrorIs(t, lock.Err(), core.ErrMaxHold)
+			require.ErrorIs(t, lock.Err(), core.ErrLockAtRisk)
 			require.ErrorIs(t, lock.Err(), core.ErrLockLost)
+			assert.Contains(t, lock.Err().Error(), `lock "k" at risk: the keep-alive stopped at the maximum hold time (2.5s), and 200ms of validity is left`)
 		})
 	})
 	t.Run("Extend and keep-alive together", func(t *testing.T) {

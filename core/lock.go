@@ -16,7 +16,9 @@ import (
 // token, and the time until which holding it is safe. It is safe for
 // concurrent use; Extend and Release run one at a time. Methods on a nil
 // *Lock return ErrNotHeld. A lock ends when it is released, found lost by
-// an extension, or past its validity; Done and Err report it.
+// an extension, at risk (an extension failed and less than the at-risk
+// margin of validity is left), or past its validity; Done and Err report
+// it.
 type Lock struct {
 	locker *Locker
 	key    string // as given by the user
@@ -40,9 +42,10 @@ type Lock struct {
 	cause    error         // why the lock ended; nil while held
 	done     chan struct{} // made on demand; closed when the lock ends
 	hooks    []*endHook    // called when the lock ends
-	timer    driver.Timer  // fires at the deadline while someone watches
+	timer    driver.Timer  // fires at the lock's end (endsLocked) while someone watches
+	gen      uint64        // the timer's generation: an older one's firing is stale
 	released []NodeResult  // the last release's results while it may be tried again
-	keptErr  error         // the keep-alive's last failed extension
+	keptErr  error         // the last extension's failure; nil after a success
 	capped   bool          // the keep-alive stopped at the maximum hold time
 }
 
@@ -52,6 +55,7 @@ const (
 	stateHeld lockState = iota
 	stateReleased
 	stateLost
+	stateAtRisk // ended, not released, still valid until the deadline
 )
 
 // endHook is a function to call with the cause when the lock ends.
@@ -84,8 +88,9 @@ func (k *Lock) Value() string {
 
 // Validity returns how long holding the lock remains safe: what is left of
 // TTL - drift, counted from the start of the acquiring (or last extending)
-// round. It is zero once the lock is released or lost. Do not start work
-// on the protected resource that may outlast it.
+// round. It is zero once the lock is released or lost; after the lock
+// ended at risk (ErrLockAtRisk), it is the time left to stop. Do not start
+// work on the protected resource that may outlast it.
 func (k *Lock) Validity() time.Duration {
 	if k == nil || k.locker == nil {
 		return 0
@@ -93,7 +98,7 @@ func (k *Lock) Validity() time.Duration {
 	k.mu.Lock()
 	deadline, state := k.deadline, k.state
 	k.mu.Unlock()
-	if state != stateHeld {
+	if state != stateHeld && state != stateAtRisk {
 		return 0
 	}
 	return max(0, deadline.Sub(k.locker.o.clock.Now()))
@@ -115,7 +120,8 @@ func (k *Lock) Token() int64 {
 }
 
 // Done returns a channel that is closed when the lock ends: released,
-// found lost by an extension, or past its validity. Err then says why.
+// found lost by an extension, at risk, or past its validity. Err then says
+// why.
 func (k *Lock) Done() <-chan struct{} {
 	if k == nil || k.locker == nil {
 		return closedChan
@@ -138,18 +144,20 @@ func (k *Lock) Done() <-chan struct{} {
 // ended: an error matching ErrReleased after Release or the Locker's
 // Close; one matching ErrLockLost after an extension found the lock gone
 // from too many nodes (with the extension's *QuorumError inside), or when
-// its validity ran out (also matching ErrValidityExpired, and ErrUnavailable
-// with the last failed extension when the keep-alive could not reach a
-// quorum, or ErrMaxHold when it stopped at the maximum hold time).
+// its validity ran out (also matching ErrValidityExpired). Once an
+// extension has failed, the lock ends earlier, at risk, when less than
+// the at-risk margin of validity is left (WithAtRiskMargin): the cause
+// then matches ErrLockAtRisk and ErrLockLost, and ErrUnavailable with the
+// last failed extension, or ErrMaxHold when the keep-alive stopped at the
+// maximum hold time. A kept lock whose extensions succeed never ends so.
 func (k *Lock) Err() error {
 	if k == nil || k.locker == nil {
 		return fmt.Errorf("quorumlock: nil lock: %w", ErrNotHeld)
 	}
 	k.mu.Lock()
-	if k.state == stateHeld && !k.locker.o.clock.Now().Before(k.deadline) {
-		cause := k.expiredCauseLocked()
+	if s, cause := k.endLocked(k.locker.o.clock.Now()); cause != nil {
 		k.mu.Unlock()
-		k.finish(stateLost, cause)
+		k.finish(s, cause)
 		k.mu.Lock()
 	}
 	cause := k.cause
@@ -160,7 +168,9 @@ func (k *Lock) Err() error {
 // Context returns a copy of parent that is cancelled when the lock ends,
 // with Err as its cause (context.Cause), and a function that detaches it
 // from the lock and cancels it. Call the function when done with the
-// context, as with context.WithCancel.
+// context, as with context.WithCancel. When extensions fail, the lock ends
+// at risk (ErrLockAtRisk) with the at-risk margin of validity left: the
+// time to stop using the resource.
 func (k *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
@@ -207,31 +217,132 @@ func (k *Lock) onEnd(fn func(cause error)) (detach func()) {
 	}
 }
 
-// armLocked starts the deadline timer if none runs; k.mu is held.
+// armLocked starts the timer of the lock's end if none runs; k.mu is held.
 func (k *Lock) armLocked() {
 	if k.timer != nil || k.state != stateHeld {
 		return
 	}
-	k.timer = k.locker.o.clock.AfterFunc(k.deadline.Sub(k.locker.o.clock.Now()), k.deadlinePassed)
+	k.gen++
+	gen := k.gen
+	k.timer = k.locker.o.clock.AfterFunc(k.endsLocked().Sub(k.locker.o.clock.Now()), func() { k.timerFired(gen) })
 }
 
-// deadlinePassed ends the lock when its validity is over, and otherwise
-// (an extension moved the deadline) arms the timer again.
-func (k *Lock) deadlinePassed() {
-	k.mu.Lock()
+// rearmLocked moves a running timer to the lock's end, which a failed
+// extension or the maximum hold time brought forward; k.mu is held.
+func (k *Lock) rearmLocked() {
+	if k.timer == nil {
+		return // no one watches: Err finds the end when asked
+	}
+	k.timer.Stop()
 	k.timer = nil
-	if k.state != stateHeld {
+	k.armLocked()
+}
+
+// atRiskLocked reports whether the lock ends at risk, before its validity
+// runs out: its last extension failed, or the keep-alive stopped at the
+// maximum hold time. k.mu is held.
+func (k *Lock) atRiskLocked() bool { return k.keptErr != nil || k.capped }
+
+// endsLocked is when the held lock ends unless an extension succeeds
+// first: at its deadline, or the at-risk margin before it. k.mu is held.
+func (k *Lock) endsLocked() time.Time {
+	if k.atRiskLocked() {
+		return k.deadline.Add(-k.locker.o.atRisk)
+	}
+	return k.deadline
+}
+
+// endLocked returns the state and cause with which the held lock ends at
+// now, or a nil cause while it goes on. k.mu is held.
+func (k *Lock) endLocked(now time.Time) (lockState, error) {
+	switch {
+	case k.state != stateHeld:
+		return k.state, nil
+	case !now.Before(k.deadline):
+		return stateLost, k.expiredCauseLocked()
+	case k.atRiskLocked() && !now.Before(k.endsLocked()):
+		return stateAtRisk, k.atRiskCauseLocked(now)
+	}
+	return stateHeld, nil
+}
+
+// timerFired ends the lock when its end has come, and otherwise (an
+// extension moved it) arms the timer again. A stale timer (gen) does
+// nothing.
+func (k *Lock) timerFired(gen uint64) {
+	k.mu.Lock()
+	if gen != k.gen {
 		k.mu.Unlock()
 		return
 	}
-	if k.locker.o.clock.Now().Before(k.deadline) {
+	k.timer = nil
+	s, cause := k.endLocked(k.locker.o.clock.Now())
+	if cause == nil {
 		k.armLocked()
 		k.mu.Unlock()
 		return
 	}
-	cause := k.expiredCauseLocked()
 	k.mu.Unlock()
-	k.finish(stateLost, cause)
+	k.finish(s, cause)
+}
+
+// extensionFailed notes an extension that did not reach a quorum (qe's
+// Reason is ErrUnavailable): from now, the lock ends at risk, the at-risk
+// margin before its validity does, unless an extension succeeds first.
+// The caller's context error stays out of the lock's cause.
+func (k *Lock) extensionFailed(qe *QuorumError) {
+	failed := *qe
+	failed.Context = nil
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.state == stateHeld {
+		k.keptErr = &failed
+		k.rearmLocked()
+	}
+}
+
+// atRiskCauseLocked is the cause of a lock at risk at now; k.mu is held.
+func (k *Lock) atRiskCauseLocked(now time.Time) error {
+	e := &atRiskError{key: k.key, left: k.deadline.Sub(now), margin: k.locker.o.atRisk, why: k.keptErr}
+	if k.capped {
+		e.why, e.maxHold = ErrMaxHold, k.locker.o.maxHold
+	}
+	return e
+}
+
+// atRiskError is the cause of a lock that ended at risk: it matches
+// ErrLockAtRisk, ErrLockLost, and why: the last failed extension's
+// *QuorumError, or ErrMaxHold.
+type atRiskError struct {
+	key          string
+	left, margin time.Duration
+	why          error
+	maxHold      time.Duration
+}
+
+func (e *atRiskError) Error() string {
+	var b strings.Builder
+	b.WriteString("quorumlock: lock ")
+	b.WriteString(strconv.Quote(e.key))
+	b.WriteString(" at risk: ")
+	if e.why == ErrMaxHold {
+		fmt.Fprintf(&b, "the keep-alive stopped at the maximum hold time (%v)", e.maxHold)
+	} else {
+		b.WriteString("its extensions have not reached a quorum")
+	}
+	fmt.Fprintf(&b, ", and %v of validity is left (at-risk margin %v): stop using it", e.left.Round(time.Millisecond), e.margin)
+	if e.why != ErrMaxHold && e.why != nil {
+		b.WriteString("; last extension: ")
+		b.WriteString(strings.TrimPrefix(e.why.Error(), "quorumlock: "))
+	}
+	return b.String()
+}
+
+func (e *atRiskError) Unwrap() []error {
+	if e.why == nil {
+		return []error{ErrLockAtRisk, ErrLockLost}
+	}
+	return []error{ErrLockAtRisk, ErrLockLost, e.why}
 }
 
 // expiredCauseLocked is the cause of a lock whose validity ran out; k.mu
@@ -250,18 +361,22 @@ func (k *Lock) expiredCauseLocked() error {
 }
 
 // finish ends the lock with state s and cause: it closes Done, runs the
-// hooks and leaves the keeper. A lost lock may still become released; the
+// hooks and leaves the keeper. A lock at risk keeps its deadline (Validity:
+// the time left to stop). A lost lock may still become released; the
 // first cause stays.
 func (k *Lock) finish(s lockState, cause error) {
 	k.mu.Lock()
 	if k.state != stateHeld {
 		if s == stateReleased {
-			k.state = s
+			k.state, k.deadline = s, time.Time{}
 		}
 		k.mu.Unlock()
 		return
 	}
-	k.state, k.cause, k.deadline = s, cause, time.Time{}
+	k.state, k.cause = s, cause
+	if s != stateAtRisk {
+		k.deadline = time.Time{}
+	}
 	if k.done != nil {
 		close(k.done)
 	} else {
@@ -278,7 +393,7 @@ func (k *Lock) finish(s lockState, cause error) {
 		h.fn(cause)
 	}
 	k.locker.keeper.drop(k) // after the state: the keeper adds only held locks
-	if obs := k.locker.obs; obs != nil && s == stateLost {
+	if obs := k.locker.obs; obs != nil && s != stateReleased {
 		obs.Observe(context.Background(), Event{Kind: EventLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
 	}
 }
@@ -465,7 +580,9 @@ func (k *Lock) Hold(parent context.Context) (ctx context.Context, done func(), e
 // A failed Extend returns a *QuorumError. ErrLockLost and
 // ErrValidityExpired mean the lock is gone: stop using the resource; Done
 // is closed. ErrUnavailable means too many nodes failed to answer; the lock
-// stays valid for what remains of Validity, and Extend may be tried again.
+// stays valid for what remains of Validity, and Extend may be tried again
+// until the lock ends at risk, the at-risk margin before its validity
+// (Err).
 // Extending a released lock returns ErrNotHeld, after the Locker's Close
 // ErrClosed, and with a nil ctx ErrInvalidArgument.
 func (k *Lock) Extend(ctx context.Context) error {
@@ -479,9 +596,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	defer k.op.Unlock()
 
 	l := k.locker
-	k.mu.Lock()
-	deadline, state := k.deadline, k.state
-	k.mu.Unlock()
+	deadline, state := k.atRiskNoted()
 	switch {
 	case state == stateReleased && l.isClosed():
 		return l.closedError(OpExtend, k.key)
@@ -489,6 +604,8 @@ func (k *Lock) Extend(ctx context.Context) error {
 		return fmt.Errorf("quorumlock: extend %q: already released: %w", k.key, ErrNotHeld)
 	case state == stateLost:
 		return fmt.Errorf("quorumlock: extend %q: %w", k.key, ErrLockLost)
+	case state == stateAtRisk:
+		return fmt.Errorf("quorumlock: extend %q: %w", k.key, k.Err())
 	}
 	if err := contextError(ctx); err != nil {
 		qe := l.notTried(OpExtend, k.key, nil)
@@ -512,14 +629,26 @@ func (k *Lock) Extend(ctx context.Context) error {
 		return l.scriptVote(ctx, i, driver.ScriptExtend, keys, args)
 	})
 	if qe := k.settleExtend(ctx, start, l.o.clock.Now(), deadline, results); qe != nil {
-		qe.Context = contextError(ctx)
-		_, _, failed := qe.Counts()
-		if qe.Context != nil && errors.Is(qe.Reason, ErrUnavailable) && failed <= len(results)-l.o.quorum {
-			qe.Reason = nil // cut short by the caller: outcome unknown
+		if errors.Is(qe.Reason, ErrUnavailable) {
+			k.extensionFailed(qe)
 		}
 		return qe
 	}
 	return nil
+}
+
+// atRiskNoted ends the lock if it is at risk by now and no timer has said
+// so yet, so that no extension rescues a lock after its at-risk time, and
+// returns its deadline and state.
+func (k *Lock) atRiskNoted() (time.Time, lockState) {
+	k.mu.Lock()
+	if s, cause := k.endLocked(k.locker.o.clock.Now()); s == stateAtRisk {
+		k.mu.Unlock()
+		k.finish(s, cause)
+		k.mu.Lock()
+	}
+	defer k.mu.Unlock()
+	return k.deadline, k.state
 }
 
 // settleExtend applies an extending round from start to end, the
@@ -527,7 +656,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 // nil or a *QuorumError: ErrValidityExpired or ErrLockLost (the lock has
 // ended) or ErrUnavailable (still valid until deadline).
 func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time, results []NodeResult) *QuorumError {
-	qe := k.settle(start, end, deadline, results)
+	qe := k.settle(start, end, deadline, results, contextError(ctx))
 	if obs := k.locker.obs; obs != nil {
 		e := Event{Kind: EventExtend, Key: k.key, Start: start, Duration: end.Sub(start), Nodes: results}
 		if qe != nil {
@@ -540,10 +669,13 @@ func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time,
 	return qe
 }
 
-func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *QuorumError {
+// settle applies the round; cut is the caller's context error, if it
+// ended. The error is complete before it is published (a lost lock's
+// cause, the Observer's event): it is never written after.
+func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult, cut error) *QuorumError {
 	l := k.locker
 	newDeadline := start.Add(l.o.ttl - l.o.drift())
-	ok, refused, _ := tally(results)
+	ok, refused, failed := tally(results)
 	q := l.o.quorum
 	// A quorum within the old validity, and validity left (docs/design.md).
 	if ok >= q && end.Before(deadline) && end.Before(newDeadline) {
@@ -555,7 +687,7 @@ func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *Quo
 		k.mu.Unlock()
 		return nil
 	}
-	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end)}
+	qe := &QuorumError{Op: OpExtend, Key: k.key, Quorum: q, Nodes: results, Validity: newDeadline.Sub(end), Context: cut}
 	switch {
 	case ok >= q: // too late: another owner may have taken it in between
 		qe.Reason = ErrValidityExpired
@@ -564,8 +696,9 @@ func (k *Lock) settle(start, end, deadline time.Time, results []NodeResult) *Quo
 	case refused > len(l.nodes)-q:
 		qe.Reason = ErrLockLost
 		k.lose(qe)
-	default:
+	case cut == nil || failed > len(l.nodes)-q:
 		qe.Reason = ErrUnavailable
+	default: // cut short by the caller: outcome unknown
 	}
 	return qe
 }

@@ -193,9 +193,11 @@ func (l *Locker) Stats() Stats {
 // Do runs fn under the lock on key: it acquires the lock as Acquire does,
 // holds it while fn runs (Lock.Hold: kept alive, and never released by
 // Close while fn runs), and releases it when fn returns or panics. fn's
-// context is cancelled the moment the lock ends, with the lock's Err as its
+// context is cancelled when the lock ends, with the lock's Err as its
 // cause, or when the Locker is closing (a cause matching ErrClosed); fn
-// must stop using the protected resource then.
+// must stop using the protected resource then. When extensions fail, the
+// lock ends at risk (ErrLockAtRisk), with the at-risk margin of validity
+// left (WithAtRiskMargin, TTL/5 by default): the time fn has to stop.
 //
 // Do returns Acquire's error if the lock was not taken (fn did not run);
 // otherwise fn's error joined with the lock's: the cause if the lock was

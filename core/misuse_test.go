@@ -172,8 +172,20 @@ func TestMisuseNew(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: keep-alive interval -1s must be positive (WithKeepAlive)", threeNodes(), core.WithKeepAlive(-time.Second))
 	})
 	t.Run("keep_alive_too_long", func(t *testing.T) {
-		bad(t, "quorumlock: invalid argument: keep-alive interval 10s must be less than TTL - drift - node timeout = 9.848s (WithKeepAlive)",
+		bad(t, "quorumlock: invalid argument: keep-alive interval 10s must be less than TTL - drift - at-risk margin - node timeout = 7.848s: "+
+			"an extension must end before the lock's validity falls below the at-risk margin 2s (WithKeepAlive, WithAtRiskMargin, WithNodeTimeout)",
 			threeNodes(), core.WithKeepAlive(10*time.Second))
+		// Room for a round, but not before the lock is at risk.
+		bad(t, "quorumlock: invalid argument: keep-alive interval 8s must be less than TTL - drift - at-risk margin - node timeout = 7.848s",
+			threeNodes(), core.WithKeepAlive(8*time.Second))
+	})
+	t.Run("at_risk_margin", func(t *testing.T) {
+		bad(t, "quorumlock: invalid argument: at-risk margin 0s must be positive and less than TTL - drift = 9.898s (WithAtRiskMargin)",
+			threeNodes(), core.WithAtRiskMargin(0))
+		bad(t, "quorumlock: invalid argument: at-risk margin -1s must be positive", threeNodes(), core.WithAtRiskMargin(-time.Second))
+		bad(t, "quorumlock: invalid argument: at-risk margin 10s must be positive and less than TTL - drift = 9.898s", threeNodes(), core.WithAtRiskMargin(10*time.Second))
+		bad(t, "quorumlock: invalid argument: at-risk margin 7s leaves no room to keep a lock alive: TTL - drift - at-risk margin - node timeout = 2.848s must exceed the keep-alive interval 3.333333333s (WithAtRiskMargin, WithKeepAlive)",
+			threeNodes(), core.WithAtRiskMargin(7*time.Second))
 	})
 	t.Run("max_hold_negative", func(t *testing.T) {
 		bad(t, "quorumlock: invalid argument: maximum hold time -1m0s must not be negative (WithMaxHold)", threeNodes(), core.WithMaxHold(-time.Minute))
@@ -417,7 +429,7 @@ func TestMisuseLock(t *testing.T) {
 	t.Run("keep_alive_without_room", func(t *testing.T) {
 		// New accepts this TTL: only keeping a lock alive needs room.
 		l, _ := newLocker(t, 3, core.WithTTL(10*time.Millisecond), core.WithNodeTimeout(5*time.Millisecond))
-		const msg = "quorumlock: invalid argument: TTL 10ms leaves no room to keep a lock alive: TTL - drift - node timeout = 2.9ms must exceed the keep-alive interval 3.333333ms"
+		const msg = "quorumlock: invalid argument: TTL 10ms leaves no room to keep a lock alive: TTL - drift - at-risk margin - node timeout = 900µs must exceed the keep-alive interval 3.333333ms"
 		lock := acquire(t, l, "k")
 		requireMisuse(t, keepAlive(t, lock), core.ErrInvalidArgument, msg)
 		require.NoError(t, release(t, lock))

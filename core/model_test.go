@@ -61,7 +61,12 @@ import (
 //  8. Close or Shutdown during Do cancels fn's context with ErrClosed,
 //     and Do returns ErrClosed; Shutdown returns by its context's end;
 //  9. a Release after one that returned ErrUnavailable asks the nodes
-//     that failed again; once every fault is healed, it leaves no value.
+//     that failed again; once every fault is healed, it leaves no value;
+//  10. a lock announced at risk (its Done, or its Do function's context,
+//     with ErrLockAtRisk, which matches ErrLockLost) had an extension fail
+//     since it was taken, and is still on a quorum then; a Lock has the
+//     at-risk margin of validity left, or less only when a failed
+//     extension ended at that instant (one that began too late).
 //
 // Two liberties, both explained where they are taken: core's test hook
 // puts a racing Release or Close inside KeepAlive (race), and the calls
@@ -289,6 +294,9 @@ type world struct {
 	wakes          atomic.Int64           // timers the Lockers started
 	armed          atomic.Pointer[func()] // for core's keeper hook: see race
 	spin           spinGuard
+	// extFailed has, by Locker and key, when each extension that did not
+	// reach a quorum ended (modelObserver).
+	extFailed sync.Map // extKey -> *extFailures
 
 	mu         sync.Mutex
 	changed    chan struct{} // closed and made again when a claim is taken (see claim)
@@ -380,6 +388,7 @@ func newWorld(t *testing.T, p *program) *world {
 		}
 		opts := []core.Option{
 			core.WithTTL(modelTTL), core.WithClock(countingClock{driver.SystemClock(), w}),
+			core.WithObserver(modelObserver{w: w, locker: i}),
 			core.WithNodeTimeout(c.nodeTimeout), core.WithStrategy(allStrategies()[c.strategy]),
 			core.WithWakeOnRelease(c.wake), core.WithRestartGuard(0),
 		}
@@ -526,7 +535,12 @@ func (w *world) acquire(s step, try bool) {
 // took records a lock that Acquire returned, and watches for its end.
 func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Time) {
 	now := time.Now()
-	if lock.Err() != nil || lock.Validity() <= 0 {
+	w.mu.Lock()
+	closing := !ml.closing.IsZero()
+	w.mu.Unlock()
+	// A Close that began as Acquire returned releases the lock: it was
+	// held when Close began (core.Locker.Shutdown).
+	if released := errors.Is(lock.Err(), core.ErrReleased) && closing; !released && (lock.Err() != nil || lock.Validity() <= 0) {
 		w.violate("L%d acquired %s with no validity: %v", ml.id, key, lock.Err())
 	}
 	w.mu.Lock()
@@ -538,12 +552,88 @@ func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Ti
 	done := lock.Done()
 	w.spawn(func() {
 		<-done
+		if cause := lock.Err(); errors.Is(cause, core.ErrLockAtRisk) {
+			w.atRisk(r, cause, lock.Validity())
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if r.until.IsZero() {
 			r.until = time.Now()
 		}
 	})
+}
+
+// atRisk checks a Lock's at-risk notice, when it comes (check 10): left is
+// its validity then.
+func (w *world) atRisk(r *lockRec, cause error, left time.Duration) {
+	now := time.Now()
+	failed, endedNow := w.extensionFailed(r.locker.id, r.key, r.from, now)
+	n, need := w.holding(r.key, r.value, r.from)
+	w.mu.Lock()
+	// A Release (Close's too) that began may have deleted it since.
+	releasing := !r.released.IsZero() || !r.locker.closing.IsZero()
+	w.mu.Unlock()
+	w.logf("%s at risk, %v left: %v", r.name, left, short(cause))
+	switch {
+	case !errors.Is(cause, core.ErrLockLost):
+		w.violate("%s: at risk, but its cause does not match ErrLockLost: %v", r.name, cause)
+	case !failed:
+		w.violate("%s: at risk with no failed extension since it was taken: %v", r.name, cause)
+	case n < need && !releasing:
+		w.violate("%s: announced at risk with its value on %d nodes, not %d: too late", r.name, n, need)
+	case left < modelTTL/core.DefaultAtRiskDivisor && !endedNow:
+		w.violate("%s: announced at risk with %v of validity left, under the margin %v, and no extension failed just now",
+			r.name, left, modelTTL/core.DefaultAtRiskDivisor)
+	}
+}
+
+// extKey names a Locker's locks of one key.
+type extKey struct {
+	locker int
+	key    string
+}
+
+// extFailures are the ends of a key's failed extensions.
+type extFailures struct {
+	mu   sync.Mutex
+	ends []time.Time
+}
+
+// modelObserver records the extensions of a Locker that did not reach a
+// quorum (check 10).
+type modelObserver struct {
+	w      *world
+	locker int
+}
+
+func (o modelObserver) Observe(_ context.Context, e core.Event) {
+	if e.Kind != core.EventExtend || !errors.Is(e.Err, core.ErrUnavailable) {
+		return
+	}
+	v, _ := o.w.extFailed.LoadOrStore(extKey{o.locker, e.Key}, new(extFailures))
+	f := v.(*extFailures)
+	f.mu.Lock()
+	f.ends = append(f.ends, e.Start.Add(e.Duration))
+	f.mu.Unlock()
+}
+
+// extensionFailed reports whether an extension of key by a Locker failed
+// between from and now, and whether one ended at now.
+func (w *world) extensionFailed(locker int, key string, from, now time.Time) (failed, endedNow bool) {
+	v, ok := w.extFailed.Load(extKey{locker, key})
+	if !ok {
+		return false, false
+	}
+	f := v.(*extFailures)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, end := range f.ends {
+		if !end.Before(from) && !end.After(now) {
+			failed = true
+			endedNow = endedNow || end.Equal(now)
+		}
+	}
+	return failed, endedNow
 }
 
 // tokens checks that a fenced lock's token is above those of the locks of
@@ -718,6 +808,7 @@ func (w *world) do(s step) {
 				d.cancelled, d.cause = time.Now(), context.Cause(fctx)
 				d.until = d.cancelled
 				w.mu.Unlock()
+				w.doAtRisk(d)
 				if s.flag {
 					time.Sleep(s.d / 5) // stubborn: not at once
 				}
@@ -753,6 +844,27 @@ func (w *world) fnStarts(d *doRec) {
 	w.log = append(w.log, fmt.Sprintf("%9v %s: fn starts, value %.6s on %d nodes", w.now(), d.name, d.value, counts[d.value]))
 	if need := w.quorum - w.restartedLocked(now.Add(-modelTTL/4)); counts[d.value] < need {
 		w.violations = append(w.violations, fmt.Sprintf("%v: %s: fn runs, but no value of %s is on %d nodes: %v", w.now(), d.name, d.key, need, counts))
+	}
+}
+
+// doAtRisk checks a Do function's at-risk notice, when it comes (check
+// 10): Close does not release a lock under a running fn.
+func (w *world) doAtRisk(d *doRec) {
+	w.mu.Lock()
+	cause, from, value := d.cause, d.from, d.value
+	w.mu.Unlock()
+	if !errors.Is(cause, core.ErrLockAtRisk) {
+		return
+	}
+	failed, _ := w.extensionFailed(d.locker.id, d.key, from, time.Now())
+	n, need := w.holding(d.key, value, from)
+	switch {
+	case !errors.Is(cause, core.ErrLockLost):
+		w.violate("%s: fn's context at risk, but its cause does not match ErrLockLost: %v", d.name, cause)
+	case !failed:
+		w.violate("%s: fn's context at risk with no failed extension since fn started: %v", d.name, cause)
+	case n < need:
+		w.violate("%s: fn's context announced at risk with its value on %d nodes, not %d: too late", d.name, n, need)
 	}
 }
 

@@ -45,8 +45,8 @@ const (
 	// of the same lock is not reported).
 	EventRelease
 	// EventLost reports that a held lock ended without a Release: an
-	// extension found it gone, or its validity ran out. Err is the cause,
-	// as Lock.Err returns it.
+	// extension found it gone, it was at risk (ErrLockAtRisk), or its
+	// validity ran out. Err is the cause, as Lock.Err returns it.
 	EventLost
 	// EventWait reports that an Acquire is about to wait for nodes the
 	// restart guard keeps from voting: Duration is the wait, Err and Nodes

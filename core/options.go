@@ -38,6 +38,10 @@ const (
 	// DefaultKeepAliveDivisor: two thirds of the validity are left for
 	// retries.
 	DefaultKeepAliveDivisor = 3
+	// DefaultAtRiskDivisor sets the default at-risk margin, TTL /
+	// DefaultAtRiskDivisor: a lock at risk is announced with a fifth of
+	// its TTL of validity left, the holder's time to stop.
+	DefaultAtRiskDivisor = 5
 )
 
 // maxGuard bounds the restart guard's max TTL (ages are Lua doubles).
@@ -68,6 +72,8 @@ type options struct {
 	keepAliveRetry strategies.RetryPolicy // JitterDelay(TTL/20, TTL/10)
 	keepAliveErr   error                  // why KeepAlive cannot work with these options
 	maxHold        time.Duration          // 0: no limit
+	atRisk         time.Duration          // the at-risk margin
+	atRiskSet      bool                   // false: TTL / DefaultAtRiskDivisor
 	fencing        bool
 	wake           bool
 	observers      []Observer
@@ -167,7 +173,8 @@ func WithKeyPrefix(prefix string) Option {
 // WithKeepAlive sets how often a kept-alive lock (Lock.KeepAlive,
 // Locker.Do) is extended: each extension starts this long after the start
 // of the round that last set its validity. It must be positive and leave
-// room for a round: interval + node timeout < TTL - drift.
+// room for an extension to end before the lock is at risk: interval +
+// node timeout < TTL - drift - at-risk margin (WithAtRiskMargin).
 // Default: TTL / DefaultKeepAliveDivisor (3.33 s for the default TTL).
 func WithKeepAlive(interval time.Duration) Option {
 	return optionFunc{func(o *options) { o.keepAlive = interval }, "WithKeepAlive(" + interval.String() + ")"}
@@ -180,6 +187,18 @@ func WithKeepAlive(interval time.Duration) Option {
 // Default: 0, no limit.
 func WithMaxHold(d time.Duration) Option {
 	return optionFunc{func(o *options) { o.maxHold = d }, "WithMaxHold(" + d.String() + ")"}
+}
+
+// WithAtRiskMargin sets how much validity a lock has left when it is
+// announced at risk: once an extension has failed (or the keep-alive
+// stopped at WithMaxHold), the lock ends when less than d of validity is
+// left, with a cause matching ErrLockAtRisk and ErrLockLost (Done, Err,
+// Context, Do's context), so that its holder has d to stop. It must be
+// positive and leave room for an extension: keep-alive interval + node
+// timeout < TTL - drift - d.
+// Default: TTL / DefaultAtRiskDivisor (2 s for the default TTL).
+func WithAtRiskMargin(d time.Duration) Option {
+	return optionFunc{func(o *options) { o.atRisk, o.atRiskSet = d, true }, "WithAtRiskMargin(" + d.String() + ")"}
 }
 
 // WithFencing turns fencing tokens on (Lock.Token). It costs a script
@@ -262,19 +281,34 @@ func (o *options) validate(n int) error {
 	return o.validateHolding(n)
 }
 
-// validateHolding checks the options of keeping locks: keep-alive, maximum
-// hold time and restart guard.
+// validateHolding checks the options of keeping locks: at-risk margin,
+// keep-alive, maximum hold time and restart guard.
 func (o *options) validateHolding(n int) error {
-	limit := o.ttl - o.drift() - o.nodeTimeout
+	if !o.atRiskSet {
+		o.atRisk = o.ttl / DefaultAtRiskDivisor
+	}
+	if o.atRisk <= 0 || o.atRisk >= o.ttl-o.drift() {
+		return invalid("at-risk margin %v must be positive and less than TTL - drift = %v (WithAtRiskMargin)", o.atRisk, o.ttl-o.drift())
+	}
+	// An extension must be able to end before validity falls below the
+	// at-risk margin: interval + node timeout < TTL - drift - margin.
+	limit := o.ttl - o.drift() - o.atRisk - o.nodeTimeout
 	switch {
 	case o.keepAlive < 0:
 		return invalid("keep-alive interval %v must be positive (WithKeepAlive)", o.keepAlive)
 	case o.keepAlive > 0 && o.keepAlive >= limit:
-		return invalid("keep-alive interval %v must be less than TTL - drift - node timeout = %v (WithKeepAlive)", o.keepAlive, limit)
-	case o.keepAlive == 0: // a default New must not refuse: KeepAlive does
+		return invalid("keep-alive interval %v must be less than TTL - drift - at-risk margin - node timeout = %v: "+
+			"an extension must end before the lock's validity falls below the at-risk margin %v (WithKeepAlive, WithAtRiskMargin, WithNodeTimeout)",
+			o.keepAlive, limit, o.atRisk)
+	case o.keepAlive == 0:
 		o.keepAlive = o.ttl / DefaultKeepAliveDivisor
-		if o.keepAlive >= limit {
-			o.keepAliveErr = invalid("TTL %v leaves no room to keep a lock alive: TTL - drift - node timeout = %v must exceed the keep-alive interval %v (WithTTL, WithNodeTimeout, WithKeepAlive)",
+		switch {
+		case o.keepAlive < limit:
+		case o.atRiskSet:
+			return invalid("at-risk margin %v leaves no room to keep a lock alive: TTL - drift - at-risk margin - node timeout = %v must exceed the keep-alive interval %v (WithAtRiskMargin, WithKeepAlive)",
+				o.atRisk, limit, o.keepAlive)
+		default: // a default New must not refuse: KeepAlive does
+			o.keepAliveErr = invalid("TTL %v leaves no room to keep a lock alive: TTL - drift - at-risk margin - node timeout = %v must exceed the keep-alive interval %v (WithTTL, WithNodeTimeout, WithKeepAlive, WithAtRiskMargin)",
 				o.ttl, limit, o.keepAlive)
 		}
 	}
@@ -299,6 +333,6 @@ func (o *options) validateHolding(n int) error {
 
 // String summarises the effective configuration.
 func (o *options) String() string {
-	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v keep-alive=%v fencing=%t wake=%t restart-guard=%v",
-		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout, o.keepAlive, o.fencing, o.wake, o.guard)
+	return fmt.Sprintf("ttl=%v quorum=%d strategy=%s tries=%d drift=%v node-timeout=%v keep-alive=%v at-risk=%v fencing=%t wake=%t restart-guard=%v",
+		o.ttl, o.quorum, o.strategy, o.tries, o.drift(), o.nodeTimeout, o.keepAlive, o.atRisk, o.fencing, o.wake, o.guard)
 }

@@ -40,8 +40,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	extensions := new(lastExtension)
-	opts := []core.Option{core.WithObserver(extensions)}
+	var opts []core.Option
 	if s.wait > 0 && s.cfg.Tries == 0 {
 		opts = append(opts, core.WithTries(unlimitedTries))
 	}
@@ -63,7 +62,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		return failure(stderr, "run", key, &s, err)
 	}
-	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, extensions: extensions, stderr: stderr}
+	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, stderr: stderr}
 	return sv.run(command, sigs)
 }
 
@@ -176,27 +175,6 @@ func childEnv(lock *core.Lock) []string {
 		env = append(env, envPrefix+"_TOKEN="+strconv.FormatInt(t, 10))
 	}
 	return env
-}
-
-// lastExtension is an Observer that keeps the last extension's error, to
-// say why a lock is at risk.
-type lastExtension struct {
-	mu  sync.Mutex
-	err error
-}
-
-func (e *lastExtension) Observe(_ context.Context, ev core.Event) {
-	if ev.Kind == core.EventExtend {
-		e.mu.Lock()
-		e.err = ev.Err
-		e.mu.Unlock()
-	}
-}
-
-func (e *lastExtension) last() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.err
 }
 
 // parsed reports whether parse's err ends the command, and with which

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,14 +11,15 @@ import (
 )
 
 // supervisor watches COMMAND and its lock: it passes signals on, and
-// stops COMMAND when the lock is lost or at risk (docs/cli.md).
+// stops COMMAND when the lock ends, lost or at risk (the library's rule:
+// an extension failed and less than the at-risk margin of validity is
+// left, core.ErrLockAtRisk; docs/cli.md).
 type supervisor struct {
-	lock       *core.Lock
-	ttl        time.Duration
-	killAfter  time.Duration
-	pgid       int // COMMAND's process group
-	extensions *lastExtension
-	stderr     io.Writer
+	lock      *core.Lock
+	ttl       time.Duration
+	killAfter time.Duration
+	pgid      int // COMMAND's process group
+	stderr    io.Writer
 
 	stopping bool             // SIGTERM sent for the lock
 	kill     <-chan time.Time // when SIGKILL follows
@@ -35,28 +35,15 @@ func (sv *supervisor) watch(child *exec.Cmd, sigs <-chan os.Signal) (*os.Process
 		awaitGroup(sv.pgid)
 		close(exited)
 	}()
-	risk := time.NewTimer(sv.untilRisk())
-	defer risk.Stop()
-	lost := sv.lock.Done()
+	ended := sv.lock.Done()
 	for {
 		select {
 		case <-exited:
 			return child.ProcessState, sv.stopping
 		case sig := <-sigs:
 			sv.signal(sig.(syscall.Signal))
-		case <-risk.C:
-			if d := sv.untilRisk(); d > 0 {
-				risk.Reset(d)
-				continue
-			}
-			sv.stop(fmt.Sprintf("lock %q at risk: its keep-alive has not reached a quorum (last try: %v), %v of validity left",
-				sv.lock.Key(), sv.extensions.last(), sv.lock.Validity().Round(time.Millisecond)))
-		case <-lost:
-			lost = nil
-			if sv.stopping { // already stopping: the validity is over, kill now
-				sv.kill = fired()
-				continue
-			}
+		case <-ended:
+			ended = nil
 			sv.stop(sv.lock.Err().Error())
 		case <-sv.kill:
 			sv.kill = nil
@@ -65,16 +52,9 @@ func (sv *supervisor) watch(child *exec.Cmd, sigs <-chan os.Signal) (*os.Process
 	}
 }
 
-// untilRisk is how long until the lock is at risk: less than half its TTL
-// of validity left, which a working keep-alive (every TTL/3) never lets
-// happen.
-func (sv *supervisor) untilRisk() time.Duration {
-	return sv.lock.Validity() - sv.ttl/2
-}
-
 // stop sends SIGTERM to COMMAND's process group and arms SIGKILL: after
 // --kill-after, or a tenth of the TTL before the validity ends, whichever
-// is first.
+// is first (a lock at risk is still valid: Validity is the time left).
 func (sv *supervisor) stop(why string) {
 	sv.stopping = true
 	grace := min(sv.killAfter, sv.lock.Validity()-sv.ttl/10)
@@ -90,11 +70,4 @@ func (sv *supervisor) signal(sig syscall.Signal) {
 	if err := syscall.Kill(-sv.pgid, sig); err != nil && err != syscall.ESRCH {
 		say(sv.stderr, "sending %v to COMMAND: %v", sig, err)
 	}
-}
-
-// fired is a timer channel that has fired.
-func fired() <-chan time.Time {
-	c := make(chan time.Time, 1)
-	c <- time.Now()
-	return c
 }
