@@ -112,21 +112,24 @@ const (
 )
 
 // Reason names the outcome of an operation in one word, for a metric label
-// or a log field: ReasonOK for nil, ReasonCanceled when the caller's
+// or a log field: ReasonOK for nil, ReasonLost for a lost or at-risk lock
+// (even joined with its context's end), ReasonCanceled when the caller's
 // context ended, else from the sentinel errors (ErrNotAcquired is
 // ReasonContended).
 func Reason(err error) string {
 	switch {
 	case err == nil:
 		return ReasonOK
+	case errors.Is(err, ErrLockLost):
+		// Before the context's end: a Do function stopped by a lost or
+		// at-risk lock returns its context's error, joined with the cause.
+		return ReasonLost
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ReasonCanceled
 	case errors.Is(err, ErrClosed):
 		return ReasonClosed
 	case errors.Is(err, ErrInvalidArgument):
 		return ReasonInvalid
-	case errors.Is(err, ErrLockLost):
-		return ReasonLost
 	case errors.Is(err, ErrNotHeld):
 		return ReasonNotHeld
 	case errors.Is(err, ErrValidityExpired):

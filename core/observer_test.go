@@ -179,6 +179,9 @@ func TestReason(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", core.ErrUnavailable), core.ReasonUnavailable},
 		{core.ErrValidityExpired, core.ReasonExpired},
 		{core.ErrLockLost, core.ReasonLost},
+		// Do's error when fn returned its context's error after the lock
+		// was lost or at risk: lost, not canceled.
+		{errors.Join(context.Canceled, core.ErrLockLost), core.ReasonLost},
 		{core.ErrNotHeld, core.ReasonNotHeld},
 		{core.ErrInvalidArgument, core.ReasonInvalid},
 		{errors.New("something else"), core.ReasonOther},
