@@ -95,10 +95,11 @@ QUORUMLOCK_KEY and, with --fencing, the lock's fencing token in
 QUORUMLOCK_TOKEN.
 
   If the lock is lost while COMMAND runs, or at risk (an extension has
-  failed and less than a fifth of the TTL of validity is left, or the
-  keep-alive stopped at QUORUMLOCK_MAX_HOLD), quorumlock prints why on
+  failed, or the keep-alive stopped at QUORUMLOCK_MAX_HOLD, and less than
+  a fifth of the TTL of validity is left), quorumlock prints why on
   stderr, sends SIGTERM to COMMAND's process group, and SIGKILL after
-  --kill-after or before the lock's validity ends, whichever is first. It never lets COMMAND run on unprotected.
+  --kill-after or before the lock's validity ends, whichever is first.
+  It never lets COMMAND run on unprotected.
   SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to quorumlock are passed on to
   COMMAND's process group; the lock is released once the group is gone.
 

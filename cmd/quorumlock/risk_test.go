@@ -34,6 +34,8 @@ func TestRunAtRiskOnlyAfterFailure(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, r.stderr)
 		assert.Empty(t, r.stdout, "COMMAND must not run")
 		assert.Contains(t, r.stderr, "keep-alive interval 1.6s must be less than TTL - drift - at-risk margin - node timeout = 1.528s")
+		assert.Contains(t, r.stderr, "(QUORUMLOCK_KEEP_ALIVE, a fifth of --ttl, --node-timeout)", "the command's names, not the library's options")
+		assert.NotContains(t, r.stderr, "fxmodule:")
 	})
 	t.Run("the maximum hold time", func(t *testing.T) {
 		t.Parallel()

@@ -214,9 +214,20 @@ func usageFailure(stderr io.Writer, name string, err error) int {
 		"status": "quorumlock status [flags] KEY",
 	}[name]
 	fmt.Fprintf(stderr, "quorumlock %s: %s\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n",
-		name, unprefixed(err.Error()), synopsis)
+		name, optionNames.Replace(unprefixed(err.Error())), synopsis)
 	return exitUsage
 }
+
+// optionNames turns the library's option names in an error into the
+// command's flags and variables.
+var optionNames = strings.NewReplacer(
+	"fxmodule: invalid argument: ", "",
+	"WithTTL", "--ttl",
+	"WithNodeTimeout", "--node-timeout",
+	"WithKeepAlive", "QUORUMLOCK_KEEP_ALIVE",
+	"WithMaxHold", "QUORUMLOCK_MAX_HOLD",
+	"WithAtRiskMargin", "a fifth of --ttl",
+)
 
 // reason is the category of a lock error: a QuorumError's Reason (its
 // nodes' own errors may match other categories), or err itself.
