@@ -447,6 +447,17 @@ func (h *health) owe(i int, rel owedRelease, wait *lateCall) bool {
 	return true
 }
 
+// owedCount returns the number of releases owed, over all nodes.
+func (h *health) owedCount() (owed int) {
+	for i := range h.nodes {
+		n := &h.nodes[i]
+		n.mu.Lock()
+		owed += len(n.owed)
+		n.mu.Unlock()
+	}
+	return owed
+}
+
 // suspects returns the names of the suspect nodes, in node order.
 func (h *health) suspects() []string {
 	var out []string

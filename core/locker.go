@@ -173,6 +173,10 @@ type Stats struct {
 	// Suspect names the nodes that rounds do not ask for now, because a
 	// call to them timed out or could not connect (ErrNodeSuspect).
 	Suspect []string
+	// Owed is the number of releases owed to suspect nodes, sent once they
+	// answer again (ErrNodeSuspect). After Close, the releases its last
+	// try could not send: their keys expire at their TTL.
+	Owed int
 }
 
 // Stats returns a snapshot of the Locker's activity.
@@ -187,6 +191,7 @@ func (l *Locker) Stats() Stats {
 		Renewals:     l.keeper.renewals.Load(),
 		Watching:     l.hub.count(),
 		Suspect:      l.health.suspects(),
+		Owed:         l.health.owedCount(),
 	}
 }
 
