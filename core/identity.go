@@ -314,3 +314,15 @@ func (l *Locker) sharded(i int) bool {
 	s, ok := l.nodes[i].(driver.Sharded)
 	return ok && s.Sharded()
 }
+
+// duplicates returns the names of the nodes known to be the same server
+// as another, in node order.
+func (l *Locker) duplicates() []string {
+	var out []string
+	for i := range l.ident.state {
+		if l.ident.state[i].Load()&stateBits == duplicate {
+			out = append(out, l.names[i])
+		}
+	}
+	return out
+}

@@ -190,8 +190,10 @@ func TestOneServerOneVote(t *testing.T) {
 		// Until its first yes, "a-again" is not known as a duplicate: the
 		// server itself refuses its SET, having taken "a"'s.
 		assert.Equal(t, []core.Outcome{core.OutcomeOK, core.OutcomeRefused, core.OutcomeOK}, outcomesOf(last.get()))
+		assert.Empty(t, l.Stats().Duplicate, "not known yet")
 		require.NoError(t, lock.Extend(t.Context()), "a and b are a quorum")
 		requireDuplicate(t, last.get()[1], "a", a)
+		assert.Equal(t, []string{"a-again"}, l.Stats().Duplicate, "said where an operator looks, although every call succeeds")
 
 		// Known now: its calls fail without running.
 		before := a.Calls()

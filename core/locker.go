@@ -177,6 +177,10 @@ type Stats struct {
 	// answer again (ErrNodeSuspect). After Close, the releases its last
 	// try could not send: their keys expire at their TTL.
 	Owed int
+	// Duplicate names the nodes found to be the same server as another
+	// node (ErrDuplicateNode): they do not vote, so the Locker tolerates
+	// fewer failures than its node count says. List each server once.
+	Duplicate []string
 }
 
 // Stats returns a snapshot of the Locker's activity.
@@ -192,6 +196,7 @@ func (l *Locker) Stats() Stats {
 		Watching:     l.hub.count(),
 		Suspect:      l.health.suspects(),
 		Owed:         l.health.owedCount(),
+		Duplicate:    l.duplicates(),
 	}
 }
 
