@@ -12,8 +12,12 @@
 # The consumers:
 #   - core and one backend, for each backend of BACKENDS: at most
 #     MAX_MODULES, no fx, Prometheus, OpenTelemetry or tools;
-#   - an fx program that configures fxmodule with the goredis driver only:
-#     at most MAX_FX_MODULES, no Prometheus, OpenTelemetry or tools.
+#   - an fx program that configures fxmodule with the goredis driver and
+#     imports its package, fxmodule/goredis: at most MAX_FX_MODULES, no
+#     Prometheus, OpenTelemetry or tools, and no other driver's client
+#     linked. The other drivers' modules are still listed (fxmodule's
+#     go.mod requires them for its driver packages), but their own
+#     requirements are not, and their code is not fetched.
 #
 # With module graph pruning a consumer sees every requirement of each
 # module it requires (the root go.mod's and fxmodule's, `// indirect`
@@ -28,7 +32,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
 max=${MAX_MODULES:-15}
-maxfx=${MAX_FX_MODULES:-27}
+maxfx=${MAX_FX_MODULES:-23}
 backends=${BACKENDS:-redigo goredis rueidis valkey}
 tools='prometheus|opentelemetry|miniredis|honnef\.co|golang\.org/x/tools'
 heavy=${HEAVY:-"go\\.uber\\.org/(fx|dig|zap)|$tools"}
@@ -76,18 +80,23 @@ consumer() {
 
 failed=
 # check tidies and builds consumer $1, prints its count as $2, and fails it when it
-# lists more than $3 modules or any matching $4.
+# lists more than $3 modules or any matching $4, or links a package matching
+# $5 (when given).
 check() {
-	local dir=$tmp/$1 list own n bad
+	local dir=$tmp/$1 list own n bad linked=
 	# Built too, so that a consumer that no longer compiles is seen.
 	(cd "$dir" && $GO mod tidy && $GO build -o /dev/null .)
 	list=$(cd "$dir" && $GO list -m all)
 	own=$(printf '%s\n' "$list" | grep -cE "^$module(/[^ ]*)? " || true)
 	n=$(($(printf '%s\n' "$list" | wc -l) - own))
 	bad=$(printf '%s\n' "$list" | grep -E "$4" || true)
+	if [ -n "${5:-}" ]; then
+		linked=$(cd "$dir" && $GO list -deps . | grep -E "$5" || true)
+	fi
 	echo "$2: $n modules (at most $3) and $own of the library's own ($((n + own)) in go list -m all), go $(cd "$dir" && $GO list -m -f '{{.GoVersion}}')"
-	if [ "$n" -gt "$3" ] || [ -n "$bad" ]; then
+	if [ "$n" -gt "$3" ] || [ -n "$bad" ] || [ -n "$linked" ]; then
 		[ -n "$bad" ] && printf 'heavy modules in the graph:\n%s\n' "$bad" >&2
+		[ -n "$linked" ] && printf 'packages linked that the program did not ask for:\n%s\n' "$linked" >&2
 		printf '%s\n' "$list" | sed 's/^/    /' >&2
 		failed="$failed $1"
 	fi
@@ -120,13 +129,17 @@ import (
 	"go.uber.org/fx"
 
 	"$module/fxmodule"
+	_ "$module/fxmodule/goredis"
 )
 
 func main() {
 	_ = fx.New(fxmodule.Module, fx.Supply(fxmodule.Config{Driver: fxmodule.DriverGoRedis}))
 }
 EOF
-check fx-goredis "fxmodule, driver goredis" "$maxfx" "$heavyfx"
+# The other drivers' clients must not be linked: fxmodule imports none.
+check fx-goredis "fxmodule, driver goredis" "$maxfx" "$heavyfx" \
+	'^github\.com/(redis/rueidis|valkey-io/valkey-go|gomodule/redigo)(/|$)'
+
 
 if [ -n "$failed" ]; then
 	echo "lean-modules: a consumer has too many modules ($failed); move the requirement out of the go.mod it comes from into a module of its own" >&2
