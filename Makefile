@@ -146,7 +146,10 @@ tidy:
 
 ## modules: a user's module importing core and one backend (each in turn)
 ## lists at most 15 modules in go list -m all, and no fx, Prometheus,
-## OpenTelemetry, miniredis or tool: whatever the root go.mod requires
-## reaches every user. Builds scratch modules in a temporary directory.
+## OpenTelemetry, miniredis or tool; an fx program configuring the goredis
+## driver at most 23 (the library's own modules not counted) and links no
+## other driver: whatever a
+## required go.mod requires reaches every user. Builds scratch modules in
+## a temporary directory.
 modules:
 	@GO=$(GO) scripts/lean-modules.sh

@@ -13,6 +13,12 @@
 //		fx.Invoke(func(locker *core.Locker) { ... }),
 //	)
 //
+// fxmodule imports no Redis client: each driver is a package that
+// registers itself when imported (fxmodule/goredis, fxmodule/redigo,
+// fxmodule/rueidis, fxmodule/valkey), so that a program links, and
+// downloads the code of, only the drivers it imports. A Config whose
+// driver's package is not imported fails at start, naming the package.
+//
 // The package is named after its folder, fxmodule, not quorumlockfx as fx's
 // module guide would name it: the project's layout fixes the folder name,
 // and the package name follows it.
@@ -38,8 +44,9 @@
 //   - NodesGroup ("quorumlock.nodes", core.Node): nodes the app built
 //     itself, over clients it already has. When the group holds any, the
 //     Locker uses exactly those and builds no client. Node contributes the
-//     result of any constructor; GoRedisNode and RueidisNode build one over
-//     the redis.UniversalClient or rueidis.Client in the graph.
+//     result of any constructor; the Node functions of fxmodule/goredis
+//     and fxmodule/rueidis build one over the redis.UniversalClient or
+//     rueidis.Client in the graph.
 //   - OptionsGroup ("quorumlock.options", core.Option): options applied
 //     after Config's, such as core.WithObserver for logging or metrics.
 //     Option and Options contribute them. fx value groups are unordered,

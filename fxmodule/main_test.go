@@ -14,6 +14,9 @@ import (
 
 	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
+	// Every driver, so that the tests dial with each.
+	_ "github.com/quorumlock/quorumlock/fxmodule/redigo"
+	_ "github.com/quorumlock/quorumlock/fxmodule/valkey"
 )
 
 // The tests share three redis-server processes, started by the first test

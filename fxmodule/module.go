@@ -10,12 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
 	"go.uber.org/fx"
 
-	"github.com/quorumlock/quorumlock/backends/goredis"
-	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
 )
@@ -156,8 +152,8 @@ func build(p Params) (*core.Locker, []core.Node, error) {
 }
 
 // Build returns the Locker that Module would provide for c, without fx:
-// it validates c, builds a node per address with the configured driver,
-// calls core.New with the options of c and then opts, and runs the same
+// it validates c, builds a node per address with the configured driver
+// (whose package, such as fxmodule/goredis, the program imports), calls core.New with the options of c and then opts, and runs the same
 // start-up check as the module's OnStart hook, within ctx and
 // Config.PingTimeout (see New). The caller owns the Locker and closes it;
 // on error, Build closes everything it made.
@@ -315,20 +311,4 @@ func Options(opts ...core.Option) fx.Option {
 		provides[i] = fx.Provide(fx.Annotate(func() core.Option { return o }, fx.ResultTags(`group:"`+OptionsGroup+`"`)))
 	}
 	return fx.Options(provides...)
-}
-
-// GoRedisNode contributes to NodesGroup a node over the app's
-// redis.UniversalClient (go-redis), built by goredis.New with opts. The
-// client stays the app's: the module never closes it. Its options must
-// have ContextTimeoutEnabled (see goredis.New).
-func GoRedisNode(opts ...goredis.Option) fx.Option {
-	return Node(func(client redis.UniversalClient) (*goredis.Node, error) { return goredis.New(client, opts...) })
-}
-
-// RueidisNode contributes to NodesGroup a node over the app's
-// rueidis.Client, built by the rueidis backend's New with opts. The
-// client stays the app's (unless opts hold WithCloseClient(true)). Build the client
-// from the backend's ClientOption for the settings a lock node needs.
-func RueidisNode(opts ...qlrueidis.Option) fx.Option {
-	return Node(func(client rueidis.Client) (*qlrueidis.Node, error) { return qlrueidis.New(client, opts...) })
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/fxmodule"
+	fxgoredis "github.com/quorumlock/quorumlock/fxmodule/goredis"
+	fxrueidis "github.com/quorumlock/quorumlock/fxmodule/rueidis"
 )
 
 var drivers = []string{fxmodule.DriverGoRedis, fxmodule.DriverRedigo, fxmodule.DriverRueidis, fxmodule.DriverValkey}
@@ -153,8 +155,8 @@ func TestUserNodesAndClientsStayOpen(t *testing.T) {
 		fx.Supply(fx.Annotate(rdb, fx.As(new(redis.UniversalClient)))),
 		fx.Supply(fx.Annotate(rc, fx.As(new(rueidis.Client)))),
 		fx.Supply(pool),
-		fxmodule.GoRedisNode(),
-		fxmodule.RueidisNode(qlrueidis.WithName(addrs[1])),
+		fxgoredis.Node(),
+		fxrueidis.Node(qlrueidis.WithName(addrs[1])),
 		fxmodule.Node(func(p *redigoredis.Pool) (*redigo.Node, error) {
 			return redigo.New(p, redigo.WithName(addrs[2]))
 		}),

@@ -45,6 +45,12 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/examples/internal/demo"
 	"github.com/quorumlock/quorumlock/fxmodule"
+	// The drivers QUORUMLOCK_DRIVER may name: a program imports only the
+	// ones it configures, and downloads no other.
+	_ "github.com/quorumlock/quorumlock/fxmodule/goredis"
+	_ "github.com/quorumlock/quorumlock/fxmodule/redigo"
+	_ "github.com/quorumlock/quorumlock/fxmodule/rueidis"
+	_ "github.com/quorumlock/quorumlock/fxmodule/valkey"
 	"github.com/quorumlock/quorumlock/middleware/logging"
 )
 
