@@ -31,6 +31,9 @@ heavy=${HEAVY:-'go\.uber\.org/(fx|dig|zap)|prometheus|opentelemetry|miniredis|ho
 export GOWORK=off
 module=$(cd "$root" && $GO list -m)
 goversion=$(cd "$root" && $GO list -m -f '{{.GoVersion}}')
+# The version the modules are released at (the replace points it at the
+# checkout), as a user's go.mod would require it.
+version=$("$root/scripts/release-version.sh")
 # Only for the scratch consumers, never for the checkout.
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
@@ -46,15 +49,15 @@ module example.com/leanconsumer
 
 go $goversion
 
-require $module v0.0.0
+require $module $version
 
 replace $module => $root
 EOF
 	if [ -f "$root/backends/$b/go.mod" ]; then
 		# A backend with a module of its own, so that users of the
 		# others do not download its driver.
-		printf '\nrequire %s v0.0.0\n\nreplace %s => %s\n' \
-			"$module/backends/$b" "$module/backends/$b" "$root/backends/$b" >>"$dir/go.mod"
+		printf '\nrequire %s %s\n\nreplace %s => %s\n' \
+			"$module/backends/$b" "$version" "$module/backends/$b" "$root/backends/$b" >>"$dir/go.mod"
 	fi
 	cat >"$dir/main.go" <<EOF
 // A consumer of core and one backend, nothing else.
