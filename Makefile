@@ -23,7 +23,7 @@ FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions release
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
@@ -158,3 +158,11 @@ modules:
 ## fails naming the go.mod.
 versions:
 	@scripts/release-version.sh >/dev/null
+
+## release: make release VERSION=vX.Y.Z sets every requirement between the
+## modules to VERSION, tidies them, runs vet, versions, tidy and modules
+## (RELEASE_TEST=1: the whole of test), runs gorelease against each
+## published module's last release, and prints the tags to push; it tags
+## and pushes nothing. See docs/contributing.md.
+release:
+	@GO=$(GO) scripts/release.sh '$(VERSION)'
