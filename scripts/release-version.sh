@@ -20,7 +20,7 @@ module=$(awk '$1 == "module" { print $2; exit }' go.mod)
 
 # Every requirement of a project module: "file path version", from
 # single-line requires and require blocks alike.
-reqs=$(find . -name go.mod -not -path './.git/*' | sort | while read -r f; do
+reqs=$(find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' | sort | while read -r f; do
 	awk -v f="${f#./}" -v m="$module" '
 		/^require[ \t]*\(/ { block = 1; next }
 		block && /^\)/ { block = 0; next }
