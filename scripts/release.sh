@@ -127,7 +127,7 @@ api_check() {
 for m in $published; do
 	b=${RELEASE_BASE:-$(base "$m")}
 	if [ -z "$b" ]; then
-		echo "== gorelease $m: no earlier release, skipped"
+		echo "== gorelease $m: no earlier release tag (git fetch --tags if one exists), skipped"
 	else
 		api_check "$m" "$b"
 	fi
