@@ -23,13 +23,14 @@ FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions release
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
 ## program, a short run of the benchmark program, tidy go.mod files and
-## a lean module graph for users; each over every module of MODULES.
-test: redis vet staticcheck purity unit examples bench-smoke tidy modules
+## a lean module graph for users, and real versions between the modules;
+## each over every module of MODULES.
+test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
@@ -153,3 +154,18 @@ tidy:
 ## a temporary directory.
 modules:
 	@GO=$(GO) scripts/lean-modules.sh
+
+## versions: every go.mod requires the project's other modules at the
+## release version, never v0.0.0 or a pseudo-version (Go ignores a
+## dependency's replace lines: a user's build would ask for it and fail);
+## fails naming the go.mod.
+versions:
+	@scripts/release-version.sh >/dev/null
+
+## release: make release VERSION=vX.Y.Z sets every requirement between the
+## modules to VERSION, tidies them, runs vet, versions, tidy and modules
+## (RELEASE_TEST=1: the whole of test), runs gorelease against each
+## published module's last release, and prints the tags to push; it tags
+## and pushes nothing. See docs/contributing.md.
+release:
+	@GO=$(GO) scripts/release.sh '$(VERSION)'

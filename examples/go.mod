@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/gomodule/redigo v1.9.3
-	github.com/quorumlock/quorumlock v0.0.0
-	github.com/quorumlock/quorumlock/backends/valkey v0.0.0
+	github.com/quorumlock/quorumlock v0.1.0
+	github.com/quorumlock/quorumlock/backends/valkey v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1
@@ -17,7 +17,7 @@ require (
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/quorumlock/quorumlock/fxmodule v0.0.0
+	github.com/quorumlock/quorumlock/fxmodule v0.1.0
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/dig v1.19.0 // indirect

@@ -4,8 +4,8 @@ go 1.25.0
 
 require (
 	github.com/gomodule/redigo v1.9.3
-	github.com/quorumlock/quorumlock v0.0.0
-	github.com/quorumlock/quorumlock/backends/valkey v0.0.0
+	github.com/quorumlock/quorumlock v0.1.0
+	github.com/quorumlock/quorumlock/backends/valkey v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/stretchr/testify v1.12.1

@@ -41,9 +41,9 @@ heavyfx=${HEAVY_FX:-$tools}
 export GOWORK=off
 module=$(cd "$root" && $GO list -m)
 goversion=$(cd "$root" && $GO list -m -f '{{.GoVersion}}')
-# The version the consumers require the library's modules at; the replace
-# lines below resolve any version to the checkout.
-version=${VERSION:-v0.1.0}
+# The version the modules are released at (the replace points it at the
+# checkout), as a user's go.mod would require it.
+version=$("$root/scripts/release-version.sh")
 # Only for the scratch consumers, never for the checkout.
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 

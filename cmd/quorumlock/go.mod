@@ -3,8 +3,8 @@ module github.com/quorumlock/quorumlock/cmd/quorumlock
 go 1.25.0
 
 require (
-	github.com/quorumlock/quorumlock v0.0.0
-	github.com/quorumlock/quorumlock/fxmodule v0.0.0
+	github.com/quorumlock/quorumlock v0.1.0
+	github.com/quorumlock/quorumlock/fxmodule v0.1.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.47.0
 )
@@ -12,7 +12,7 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/gomodule/redigo v1.9.3 // indirect
-	github.com/quorumlock/quorumlock/backends/valkey v0.0.0 // indirect
+	github.com/quorumlock/quorumlock/backends/valkey v0.1.0 // indirect
 	github.com/redis/go-redis/v9 v9.22.0 // indirect
 	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/valkey-io/valkey-go v1.0.79 // indirect

@@ -3,7 +3,7 @@ module github.com/quorumlock/quorumlock/middleware/tracing
 go 1.26.0
 
 require (
-	github.com/quorumlock/quorumlock v0.0.0
+	github.com/quorumlock/quorumlock v0.1.0
 	github.com/redis/go-redis/extra/redisotel/v9 v9.22.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
