@@ -1,0 +1,157 @@
+// Command modproxy writes a Go module proxy on disk holding every published
+// module of this repository at one version, as a release would tag it, so
+// that a scratch module can resolve them with GOPROXY=file://DIR and no
+// replace (see scripts/consumer.sh and `make consumer`).
+//
+// Usage:
+//
+//	go run ./cmd/modproxy -root REPO -version v0.1.0 -out DIR
+//
+// A published module is a directory of REPO holding a go.mod, except those
+// under -exclude (examples, benchmarks and internal by default), hidden
+// directories and testdata. For each it writes
+// DIR/<escaped path>/@v/{list,VERSION.info,VERSION.mod,VERSION.zip}: the .mod
+// file is the module's go.mod as it stands, requirements and replace lines
+// included (Go ignores a dependency's replace lines, as it will once
+// published), and the zip is golang.org/x/mod/zip's, which leaves out nested
+// modules and vendor directories as the go command does. It prints each
+// module's path, one a line.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
+	"golang.org/x/mod/zip"
+)
+
+func main() {
+	root := flag.String("root", ".", "the repository's top directory")
+	version := flag.String("version", "", "the release version, e.g. v0.1.0")
+	out := flag.String("out", "", "the proxy directory to write (created if missing)")
+	exclude := flag.String("exclude", "examples,benchmarks,internal", "comma-separated directories of -root whose modules are not published")
+	flag.Parse()
+	if err := run(*root, *version, *out, strings.Split(*exclude, ",")); err != nil {
+		fmt.Fprintln(os.Stderr, "modproxy:", err)
+		os.Exit(1)
+	}
+}
+
+// run finds the published modules of root and writes each to the proxy
+// directory out at version.
+func run(root, version, out string, exclude []string) error {
+	if !semver.IsValid(version) || semver.Canonical(version) != version {
+		return fmt.Errorf("-version %q is not a canonical semantic version such as v0.1.0", version)
+	}
+	if out == "" {
+		return errors.New("-out is required")
+	}
+	dirs, err := publishedModules(root, exclude)
+	if err != nil {
+		return err
+	}
+	if len(dirs) == 0 {
+		return fmt.Errorf("no go.mod found under %s", root)
+	}
+	for _, dir := range dirs {
+		path, err := writeModule(dir, version, out)
+		if err != nil {
+			return fmt.Errorf("module in %s: %w", dir, err)
+		}
+		fmt.Println(path)
+	}
+	return nil
+}
+
+// publishedModules returns the directories of root holding a go.mod, in
+// lexical order, leaving out hidden directories, testdata and the
+// directories of exclude (relative to root) with everything below them.
+func publishedModules(root string, exclude []string) ([]string, error) {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || slices.Contains(exclude, filepath.ToSlash(rel))) {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	return dirs, err
+}
+
+// writeModule writes the module of dir at version into the proxy out and
+// returns its path.
+func writeModule(dir, version, out string) (string, error) {
+	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	path := modfile.ModulePath(gomod)
+	if path == "" {
+		return "", errors.New("go.mod has no module line")
+	}
+	mv := module.Version{Path: path, Version: version}
+	escaped, err := module.EscapePath(path)
+	if err != nil {
+		return "", err
+	}
+	vdir := filepath.Join(out, filepath.FromSlash(escaped), "@v")
+	if err := os.MkdirAll(vdir, 0o755); err != nil {
+		return "", err
+	}
+	info, err := json.Marshal(struct {
+		Version string
+		Time    time.Time
+	}{version, time.Now().UTC().Truncate(time.Second)})
+	if err != nil {
+		return "", err
+	}
+	files := map[string][]byte{
+		"list":            []byte(version + "\n"),
+		version + ".info": info,
+		version + ".mod":  gomod,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(vdir, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return path, writeZip(filepath.Join(vdir, version+".zip"), mv, dir)
+}
+
+// writeZip writes the module zip of mv, made from dir, to file.
+func writeZip(file string, mv module.Version, dir string) (err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return zip.CreateFromDir(f, mv, dir)
+}
