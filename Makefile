@@ -23,13 +23,14 @@ FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules consumer
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
 ## program, a short run of the benchmark program, tidy go.mod files and
-## a lean module graph for users; each over every module of MODULES.
-test: redis vet staticcheck purity unit examples bench-smoke tidy modules
+## a lean module graph for users; each over every module of MODULES; and
+## a user's build of the published modules with no replace (consumer).
+test: redis vet staticcheck purity unit examples bench-smoke tidy modules consumer
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
@@ -153,3 +154,16 @@ tidy:
 ## a temporary directory.
 modules:
 	@GO=$(GO) scripts/lean-modules.sh
+
+## consumer: a user with no replace installs and builds every published
+## module at the release version VERSION. Writes a module proxy on disk from
+## the working tree (internal/tools's modproxy: each module's zip, and its
+## go.mod as committed), then in a scratch module outside the checkout, with
+## GOPROXY=file://<proxy> ahead of the usual proxy, runs the install lines of
+## README.md and docs/ as written, builds programs using core and every
+## backend, fxmodule, metrics and tracing, and go installs cmd/quorumlock.
+## Fails, naming it, on a module a user cannot resolve, such as a
+## requirement at a version the release does not tag.
+VERSION ?= v0.1.0
+consumer:
+	@GO=$(GO) VERSION=$(VERSION) scripts/consumer.sh
