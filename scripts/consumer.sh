@@ -10,11 +10,15 @@
 # every backend, one using fxmodule, one using middleware/metrics and
 # middleware/tracing, and go installs cmd/quorumlock@VERSION.
 #
+# Each published module is also fetched alone in a module of its own.
+#
 # Fails, naming the module, when a user could not resolve one: a
 # requirement between the repository's modules at a version the release
 # does not tag (say v0.0.0, kept alive in a checkout by a replace) is asked
 # of the proxies and not found. It also fails if the build picked any of
-# the repository's modules at a version other than VERSION.
+# the repository's modules at a version other than VERSION, and, last, if
+# any published go.mod requires one at another version (modproxy -check),
+# which a higher requirement in the graph can hide from a build.
 #
 # Third-party modules come from the local module cache, then the usual
 # proxy; the scratch module cache is thrown away, so that a module of this
@@ -35,8 +39,12 @@ tmp=$(mktemp -d)
 # The scratch module cache is writable (-modcacherw) so that it can go.
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 
+# modproxy runs internal/tools's proxy builder on this checkout at version.
+modproxy() { (cd "$root/internal/tools" && $GO run ./cmd/modproxy -root "$root" -version "$version" "$@"); }
+
 echo "== proxy: the published modules at $version"
-(cd "$root/internal/tools" && $GO run ./cmd/modproxy -root "$root" -version "$version" -out "$tmp/proxy")
+published=$(modproxy -out "$tmp/proxy")
+echo "$published"
 
 export GOPROXY="file://$tmp/proxy,file://$cache/cache/download,$usual_proxy"
 export GOMODCACHE=$tmp/modcache
@@ -55,6 +63,17 @@ step() {
 	fi
 }
 
+# Each module alone, as a user who needs only it gets it: a requirement
+# that no other module raises to the release shows here.
+echo "== each published module alone"
+for m in $published; do
+	alone=$tmp/alone/${m//\//_}
+	mkdir -p "$alone"
+	printf 'module example.com/alone\n\ngo %s\n' "$goversion" >"$alone/go.mod"
+	(cd "$alone" && step $GO get "$m@$version")
+done
+
+echo "== a user following the docs"
 user=$tmp/user
 mkdir -p "$user/core" "$user/fx" "$user/observe"
 cd "$user"
@@ -143,4 +162,7 @@ if [ -n "$wrong" ]; then
 	echo "consumer: modules of this repository at a version other than $version:" $wrong >&2
 	exit 1
 fi
+# And no published go.mod requires another version, even one that a
+# higher requirement elsewhere hides from the builds above.
+modproxy -check
 echo "consumer: with no replace, $($GO list -m all | grep -c "^$module") modules of this repository resolve at $version; core and every backend, fx, metrics and tracing build; cmd/quorumlock@$version installs"

@@ -6,6 +6,7 @@
 // Usage:
 //
 //	go run ./cmd/modproxy -root REPO -version v0.1.0 -out DIR
+//	go run ./cmd/modproxy -root REPO -version v0.1.0 -check
 //
 // A published module is a directory of REPO holding a go.mod, except those
 // under -exclude (examples, benchmarks and internal by default), hidden
@@ -16,6 +17,12 @@
 // published), and the zip is golang.org/x/mod/zip's, which leaves out nested
 // modules and vendor directories as the go command does. It prints each
 // module's path, one a line.
+//
+// With -check it writes nothing and fails, naming each, if a published
+// module requires a module of the repository at a version other than
+// -version: a version the release does not tag, which a user may not see
+// fail (a higher requirement elsewhere in the graph can hide it) but must
+// not be published.
 package main
 
 import (
@@ -41,28 +48,27 @@ func main() {
 	version := flag.String("version", "", "the release version, e.g. v0.1.0")
 	out := flag.String("out", "", "the proxy directory to write (created if missing)")
 	exclude := flag.String("exclude", "examples,benchmarks,internal", "comma-separated directories of -root whose modules are not published")
+	check := flag.Bool("check", false, "check the requirements between the repository's modules instead of writing a proxy")
 	flag.Parse()
+	run := write
+	if *check {
+		run = checkRequirements
+	}
 	if err := run(*root, *version, *out, strings.Split(*exclude, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "modproxy:", err)
 		os.Exit(1)
 	}
 }
 
-// run finds the published modules of root and writes each to the proxy
+// write finds the published modules of root and writes each to the proxy
 // directory out at version.
-func run(root, version, out string, exclude []string) error {
-	if !semver.IsValid(version) || semver.Canonical(version) != version {
-		return fmt.Errorf("-version %q is not a canonical semantic version such as v0.1.0", version)
-	}
+func write(root, version, out string, exclude []string) error {
 	if out == "" {
 		return errors.New("-out is required")
 	}
-	dirs, err := publishedModules(root, exclude)
+	dirs, err := published(root, version, exclude)
 	if err != nil {
 		return err
-	}
-	if len(dirs) == 0 {
-		return fmt.Errorf("no go.mod found under %s", root)
 	}
 	for _, dir := range dirs {
 		path, err := writeModule(dir, version, out)
@@ -72,6 +78,60 @@ func run(root, version, out string, exclude []string) error {
 		fmt.Println(path)
 	}
 	return nil
+}
+
+// checkRequirements fails, naming each, if a published module of root
+// requires a module of the repository (root's module path or one below it)
+// at a version other than version.
+func checkRequirements(root, version, _ string, exclude []string) error {
+	dirs, err := published(root, version, exclude)
+	if err != nil {
+		return err
+	}
+	top, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return err
+	}
+	base := modfile.ModulePath(top)
+	var stale []string
+	for _, dir := range dirs {
+		file := filepath.Join(dir, "go.mod")
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		f, err := modfile.ParseLax(file, data, nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range f.Require {
+			own := r.Mod.Path == base || strings.HasPrefix(r.Mod.Path, base+"/")
+			if own && r.Mod.Version != version {
+				rel, _ := filepath.Rel(root, file)
+				stale = append(stale, fmt.Sprintf("%s requires %s", filepath.ToSlash(rel), r.Mod))
+			}
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("requirements at a version the release (%s) does not tag:\n\t%s", version, strings.Join(stale, "\n\t"))
+	}
+	return nil
+}
+
+// published returns the directories of root's published modules, after
+// checking that version is one a release can tag.
+func published(root, version string, exclude []string) ([]string, error) {
+	if !semver.IsValid(version) || semver.Canonical(version) != version {
+		return nil, fmt.Errorf("-version %q is not a canonical semantic version such as v0.1.0", version)
+	}
+	dirs, err := publishedModules(root, exclude)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("no go.mod found under %s", root)
+	}
+	return dirs, nil
 }
 
 // publishedModules returns the directories of root holding a go.mod, in
