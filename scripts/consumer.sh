@@ -39,8 +39,10 @@ tmp=$(mktemp -d)
 # The scratch module cache is writable (-modcacherw) so that it can go.
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
 
-# modproxy runs internal/tools's proxy builder on this checkout at version.
-modproxy() { (cd "$root/internal/tools" && $GO run ./cmd/modproxy -root "$root" -version "$version" "$@"); }
+# modproxy runs internal/tools's proxy builder on this checkout at version,
+# built before the user's environment below is set.
+(cd "$root/internal/tools" && $GO build -o "$tmp/modproxy" ./cmd/modproxy)
+modproxy() { "$tmp/modproxy" -root "$root" -version "$version" "$@"; }
 
 echo "== proxy: the published modules at $version"
 published=$(modproxy -out "$tmp/proxy")
