@@ -14,9 +14,10 @@
 // DIR/<escaped path>/@v/{list,VERSION.info,VERSION.mod,VERSION.zip}: the .mod
 // file is the module's go.mod as it stands, requirements and replace lines
 // included (Go ignores a dependency's replace lines, as it will once
-// published), and the zip is golang.org/x/mod/zip's, which leaves out nested
-// modules and vendor directories as the go command does. It prints each
-// module's path, one a line.
+// published), and the zip is golang.org/x/mod/zip's, of the files git would
+// commit from the working tree (ignored files left out), without nested
+// modules and vendor directories, as the go command makes it from a tag.
+// It prints each module's path, one a line.
 //
 // With -check it writes nothing and fails, naming each, if a published
 // module requires a module of the repository at a version other than
@@ -30,8 +31,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -202,8 +205,13 @@ func writeModule(dir, version, out string) (string, error) {
 	return path, writeZip(filepath.Join(vdir, version+".zip"), mv, dir)
 }
 
-// writeZip writes the module zip of mv, made from dir, to file.
+// writeZip writes the module zip of mv, made from dir's files as a commit
+// of the working tree would hold them, to file.
 func writeZip(file string, mv module.Version, dir string) (err error) {
+	files, err := workingFiles(dir)
+	if err != nil {
+		return err
+	}
 	f, err := os.Create(file)
 	if err != nil {
 		return err
@@ -213,5 +221,45 @@ func writeZip(file string, mv module.Version, dir string) (err error) {
 			err = cerr
 		}
 	}()
-	return zip.CreateFromDir(f, mv, dir)
+	// Create leaves out nested modules' files and vendor directories, as
+	// the go command does.
+	return zip.Create(f, mv, files)
 }
+
+// workingFiles lists dir's files that a commit of the working tree would
+// hold: tracked and untracked ones, not those git ignores nor git's own
+// (a worktree's .git file, build output), which a tag's zip never holds.
+func workingFiles(dir string) ([]zip.File, error) {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing files with git ls-files: %w", err)
+	}
+	var files []zip.File
+	for _, rel := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		path := filepath.Join(dir, filepath.FromSlash(rel))
+		info, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the working tree
+		}
+		if err != nil {
+			return nil, err
+		}
+		if info.Mode().IsRegular() {
+			files = append(files, diskFile{slash: rel, path: path, info: info})
+		}
+	}
+	return files, nil
+}
+
+// diskFile is a zip.File read from disk.
+type diskFile struct {
+	slash, path string
+	info        fs.FileInfo
+}
+
+func (f diskFile) Path() string                 { return f.slash }
+func (f diskFile) Lstat() (fs.FileInfo, error)  { return f.info, nil }
+func (f diskFile) Open() (io.ReadCloser, error) { return os.Open(f.path) }
