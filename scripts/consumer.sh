@@ -118,12 +118,16 @@ func main() {
 }
 GO
 cat >fx/main.go <<GO
-// An fx application with the Locker from fxmodule.
+// An fx application with the Locker from fxmodule, every driver linked.
 package main
 
 import (
 	"$module/core"
 	"$module/fxmodule"
+	_ "$module/fxmodule/goredis"
+	_ "$module/fxmodule/redigo"
+	_ "$module/fxmodule/rueidis"
+	_ "$module/fxmodule/valkey"
 	"go.uber.org/fx"
 )
 
