@@ -23,14 +23,15 @@ FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions release
+.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions consumer release
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
 ## program, a short run of the benchmark program, tidy go.mod files and
 ## a lean module graph for users, and real versions between the modules;
-## each over every module of MODULES.
-test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions
+## each over every module of MODULES; and a user's build of the published
+## modules with no replace (consumer).
+test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
@@ -169,3 +170,16 @@ versions:
 ## and pushes nothing. See docs/contributing.md.
 release:
 	@GO=$(GO) scripts/release.sh '$(VERSION)'
+
+## consumer: a user with no replace installs and builds every published
+## module at the release version VERSION. Writes a module proxy on disk from
+## the working tree (internal/tools's modproxy: each module's zip, and its
+## go.mod as committed), then in a scratch module outside the checkout, with
+## GOPROXY=file://<proxy> ahead of the usual proxy, runs the install lines of
+## README.md and docs/ as written, builds programs using core and every
+## backend, fxmodule, metrics and tracing, and go installs cmd/quorumlock.
+## Fails, naming it, on a module a user cannot resolve, such as a
+## requirement at a version the release does not tag.
+consumer: VERSION = $(shell scripts/release-version.sh)
+consumer:
+	@GO=$(GO) VERSION=$(VERSION) scripts/consumer.sh
