@@ -8,7 +8,7 @@
 # lines of README.md's install section and of docs/*.md exactly as written
 # (with @VERSION when a line has none), builds a program importing core and
 # every backend, one using fxmodule, one using middleware/metrics and
-# middleware/tracing, and go installs cmd/quorumlock@VERSION.
+# middleware/tracing, and adds cmd/quorumlock@VERSION as a tool (go get -tool).
 #
 # Each published module is also fetched alone in a module of its own.
 #
@@ -84,7 +84,7 @@ printf 'module example.com/consumer\n\ngo %s\n' "$goversion" >go.mod
 # The install lines, as a user copies them: README's install section, and
 # every docs page's, line breaks inside a line's backticks undone.
 lines=$({ sed -n '/^## Install/,/^## /p' "$root/README.md"; cat "$root"/docs/*.md; } |
-	tr '\n' ' ' | grep -oE "go get[[:space:]]+$module[^\` ]*" | sed -E 's/[[:space:]]+/ /g' | awk '!seen[$0]++')
+	tr '\n' ' ' | grep -oE "go get([[:space:]]+-tool)?[[:space:]]+$module[^\` ]*" | sed -E 's/[[:space:]]+/ /g' | awk '!seen[$0]++')
 if [ -z "$lines" ]; then
 	echo "consumer: no 'go get $module...' line found in README.md's install section or docs/" >&2
 	exit 1
@@ -160,7 +160,11 @@ GO
 
 step $GO mod tidy
 step $GO build ./...
-step $GO install "$module/cmd/quorumlock@$version"
+# The command as a tool of the user's module: `go install pkg@version`
+# refuses a module whose go.mod has replace lines (cmd/quorumlock keeps
+# them for work in a checkout), a dependency's replace lines are ignored.
+step $GO get -tool "$module/cmd/quorumlock@$version"
+step $GO tool quorumlock help
 
 # Every module of this repository in the build at the release version.
 wrong=$($GO list -m -f '{{.Path}}@{{.Version}}' all | grep "^$module[@/]" | grep -v "@$version\$" || true)
@@ -171,4 +175,4 @@ fi
 # And no published go.mod requires another version, even one that a
 # higher requirement elsewhere hides from the builds above.
 modproxy -check
-echo "consumer: with no replace, $($GO list -m all | grep -c "^$module") modules of this repository resolve at $version; core and every backend, fx, metrics and tracing build; cmd/quorumlock@$version installs"
+echo "consumer: with no replace, $($GO list -m all | grep -c "^$module") modules of this repository resolve at $version; core and every backend, fx, metrics and tracing build; cmd/quorumlock@$version runs as a tool"
