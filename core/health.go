@@ -484,11 +484,11 @@ func reached(res *NodeResult) bool {
 // most, then their calls are cut.
 func (h *health) close() {
 	h.mu.Lock()
-	var end *time.Timer
+	var end driver.Timer
 	if !h.closed {
 		h.closed = true
 		close(h.stop)
-		end = time.AfterFunc(lastTryFactor*h.l.o.nodeTimeout, h.cancel)
+		end = h.l.o.clock.AfterFunc(lastTryFactor*h.l.o.nodeTimeout, h.cancel)
 	}
 	h.mu.Unlock()
 	h.probes.Wait()

@@ -225,12 +225,9 @@ func (l *Locker) askOther(ctx context.Context, k int) (string, error) {
 		return id, err
 	}
 	l.unverify(k)
-	if l.health.lost(cctx, k, err) {
-		if cctx.Err() != nil || l.nodes[k].Classify(err) == driver.KindContext {
-			err = timeoutError(l.o.nodeTimeout, l.nodes[k], err)
-		}
-		l.health.failed(k, err)
-	}
+	// Classified as any call's failure: a timeout or a lost connection
+	// makes k suspect.
+	_, err = l.outcome(k, false, err, false, cctx.Err() != nil || deadlinePassed(cctx), l.o.nodeTimeout)
 	return "", err
 }
 

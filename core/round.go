@@ -68,7 +68,7 @@ func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nod
 	var rel *owedRelease
 	var start time.Time // a release's: bounds its wait for owed releases
 	if o != nil {
-		known, rel, start = o.known, &o.rel, time.Now()
+		known, rel, start = o.known, &o.rel, l.o.clock.Now()
 	}
 	late := &st.late
 	s.Run(ctx, strategies.Round{
@@ -95,7 +95,7 @@ func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nod
 			return ok
 		},
 	}, votes)
-	late.await(ctx, l.o.quorum, results, start.Add(l.o.nodeTimeout))
+	late.await(ctx, l.o.clock, l.o.quorum, results, start.Add(l.o.nodeTimeout))
 	for i := range results {
 		results[i].Index = i
 		results[i].Node = l.names[i]
@@ -190,14 +190,14 @@ func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, 
 // await waits for the late calls while the round's outcome is open: no
 // quorum yet, but one still possible with them; their answers go to
 // results. It stops when ctx ends, and waits for owed releases until
-// deadline at most. It runs after the strategy, whose attempts (and so
-// every start) have returned: no lock is needed.
-func (c *lateCalls) await(ctx context.Context, quorum int, results []NodeResult, deadline time.Time) {
+// deadline at most, by clock. It runs after the strategy, whose attempts
+// (and so every start) have returned: no lock is needed.
+func (c *lateCalls) await(ctx context.Context, clock driver.Clock, quorum int, results []NodeResult, deadline time.Time) {
 	var timeout <-chan time.Time
 	if c.owed {
-		t := time.NewTimer(time.Until(deadline))
+		t := clock.NewTimer(deadline.Sub(clock.Now()))
 		defer t.Stop()
-		timeout = t.C
+		timeout = t.C()
 	}
 	for pending := len(c.calls); pending > 0; {
 		ok, _, _ := tally(results)
