@@ -295,7 +295,7 @@ func (h *health) probe(i int) {
 			return
 		}
 		n.mu.Unlock()
-		if n.tryLane() {
+		if h.takeLane(i, last) {
 			if h.answers(i) {
 				h.rejoin(i)
 			}
@@ -307,6 +307,23 @@ func (h *health) probe(i int) {
 			n.mu.Unlock()
 			return
 		}
+	}
+}
+
+// takeLane takes node i's lane for a probe: at once or not at all, but
+// for the last try, which waits for the call running there (a call ends
+// within the node timeout; Close's bound, h.ctx, cuts the wait), so that
+// the releases owed are not dropped behind a call that fails.
+func (h *health) takeLane(i int, last bool) bool {
+	n := &h.nodes[i]
+	if !last {
+		return n.tryLane()
+	}
+	select {
+	case n.lane <- struct{}{}:
+		return true
+	case <-h.ctx.Done():
+		return false
 	}
 }
 
