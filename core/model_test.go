@@ -535,13 +535,15 @@ func (w *world) acquire(s step, try bool) {
 // took records a lock that Acquire returned, and watches for its end.
 func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Time) {
 	now := time.Now()
+	err, validity := lock.Err(), lock.Validity()
+	// Read after the lock: a Close that released it had begun by then.
 	w.mu.Lock()
 	closing := !ml.closing.IsZero()
 	w.mu.Unlock()
 	// A Close that began as Acquire returned releases the lock: it was
 	// held when Close began (core.Locker.Shutdown).
-	if released := errors.Is(lock.Err(), core.ErrReleased) && closing; !released && (lock.Err() != nil || lock.Validity() <= 0) {
-		w.violate("L%d acquired %s with no validity: %v", ml.id, key, lock.Err())
+	if released := errors.Is(err, core.ErrReleased) && closing; !released && (err != nil || validity <= 0) {
+		w.violate("L%d acquired %s with no validity: %v", ml.id, key, err)
 	}
 	w.mu.Lock()
 	r := &lockRec{holder: holder{locker: ml, key: key, value: lock.Value(), from: now}, lock: lock, start: start}
