@@ -172,7 +172,7 @@ release:
 	@GO=$(GO) scripts/release.sh '$(VERSION)'
 
 ## consumer: a user with no replace installs and builds every published
-## module at the release version VERSION. Writes a module proxy on disk from
+## module at the release version (scripts/release-version.sh). Writes a module proxy on disk from
 ## the working tree (internal/tools's modproxy: each module's zip, and its
 ## go.mod as committed), then in a scratch module outside the checkout, with
 ## GOPROXY=file://<proxy> ahead of the usual proxy, runs the install lines of
@@ -180,6 +180,5 @@ release:
 ## backend, fxmodule, metrics and tracing, and go installs cmd/quorumlock.
 ## Fails, naming it, on a module a user cannot resolve, such as a
 ## requirement at a version the release does not tag.
-consumer: VERSION = $(shell scripts/release-version.sh)
 consumer:
-	@GO=$(GO) VERSION=$(VERSION) scripts/consumer.sh
+	@GO=$(GO) scripts/consumer.sh

@@ -27,7 +27,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
-version=${VERSION:-v0.1.0}
+version=${VERSION:-$("$root/scripts/release-version.sh")}
 
 export GOWORK=off
 module=$(cd "$root" && $GO list -m)
@@ -50,7 +50,7 @@ echo "$published"
 
 export GOPROXY="file://$tmp/proxy,file://$cache/cache/download,$usual_proxy"
 export GOMODCACHE=$tmp/modcache
-export GONOSUMDB="${module%/*}" GONOSUMCHECK=1
+export GONOSUMDB="${module%/*}"
 export GOFLAGS="$($GO env GOFLAGS) -mod=mod -modcacherw"
 export GOBIN=$tmp/bin
 

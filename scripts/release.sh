@@ -90,7 +90,9 @@ api_check() {
 		mkdir "$snap/tree"
 		tar -C "$root" --exclude=./.git -cf - . | tar -C "$snap/tree" -xf -
 		if [ -d "$root/internal/tools/cmd/modproxy" ]; then
-			(cd "$root/internal/tools" && $GO run ./cmd/modproxy -root "$snap/tree" -version "$version" -out "$snap/proxy")
+			# From the checkout: modproxy zips the files git would commit
+			# (git ls-files), as they are in the working tree, edits included.
+			(cd "$root/internal/tools" && $GO run ./cmd/modproxy -root "$root" -version "$version" -out "$snap/proxy")
 		else
 			echo "release: no internal/tools/cmd/modproxy: the modules at $version must be on GOPROXY" >&2
 		fi
