@@ -29,8 +29,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 GO=${GO:-go}
 export GOWORK=off
-# Modules that are not published: programs and tools of the repository.
-UNPUBLISHED=${UNPUBLISHED:-examples benchmarks internal/tools}
+# Modules that are not published: programs and tools of the repository,
+# and whatever lies under internal/ (as modproxy, which serves the rest).
+UNPUBLISHED=${UNPUBLISHED:-examples benchmarks internal}
 module=$(awk '$1 == "module" { print $2; exit }' go.mod)
 
 version=${1:-}
@@ -47,7 +48,11 @@ fi
 modules=$(find . -name go.mod -not -path './.git/*' -not -path '*/testdata/*' -exec dirname {} \; | sed 's|^\./||' | sort)
 published=
 for m in $modules; do
-	case " $UNPUBLISHED " in *" $m "*) ;; *) published="$published $m" ;; esac
+	skip=
+	for u in $UNPUBLISHED; do
+		case $m in "$u" | "$u"/*) skip=1 ;; esac
+	done
+	[ -n "$skip" ] || published="$published $m"
 done
 
 echo "== release $version: requirements between the modules"
@@ -112,7 +117,9 @@ api_check() {
 	echo "== gorelease $m: $b to $version (GOPROXY=$proxy)"
 	(
 		cd "$snap/tree/$m"
-		export GOPROXY=$proxy GONOSUMDB="${GONOSUMDB:-$module}" GOFLAGS=-mod=mod
+		# A module cache of its own: the versions served from the tree are
+		# not released yet, and must not stay in the user's cache.
+		export GOPROXY=$proxy GONOSUMDB="${GONOSUMDB:-$module}" GOFLAGS="-mod=mod -modcacherw" GOMODCACHE="$snap/modcache"
 		# As a user gets it: no replace, go.sum with the other modules.
 		for r in $(awk -v m="$module" '$1 == "replace" && ($2 == m || index($2, m "/") == 1) { print $2 }' go.mod); do
 			$GO mod edit -dropreplace="$r"
