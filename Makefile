@@ -10,7 +10,7 @@ export GOWORK := off
 # its requirements reaches every user, see `make modules`); the others
 # require it through a replace to the checkout. benchmarks/ is a module
 # too, covered by bench-smoke.
-MODULES  ?= . backends/valkey middleware/metrics middleware/tracing examples fxmodule cmd/quorumlock
+MODULES  ?= . backends/valkey middleware/metrics middleware/tracing examples fxmodule cmd/quorumlock conformance/safety
 # The root module's packages for vet, staticcheck and unit (the other
 # modules always run ./...), e.g. make unit MODULES=. PKGS=./core/...
 PKGS     ?= ./...
@@ -37,9 +37,10 @@ test: redis vet staticcheck purity unit examples bench-smoke tidy modules versio
 redis:
 	@scripts/ensure-redis.sh
 
-# in_modules runs a command in each module of MODULES, with $pkgs set to
-# its packages, and fails, naming them, if it fails in any.
-in_modules = failed=; for m in $(MODULES); do \
+# in_modules runs a command in each module of MODULES (or of its second
+# argument), with $pkgs set to its packages, and fails, naming them, if it
+# fails in any.
+in_modules = failed=; for m in $(or $(2),$(MODULES)); do \
 		pkgs=./...; [ "$$m" = . ] && pkgs='$(PKGS)'; \
 		echo "== $@: $$m"; \
 		(cd $$m && $(1)) || failed="$$failed $$m"; \
@@ -63,15 +64,15 @@ purity:
 	@$(call purity_check,middleware/metrics,./...,$(DRIVERS))
 	@$(call purity_check,middleware/tracing,./...,$(DRIVERS))
 
-## unit: every package's tests with the race detector, except the safety
-## run, which runs alone afterwards (safety): its five servers and 16
+## unit: every package's tests with the race detector, the safety rig's
+## module (conformance/safety) last and alone: its five servers and 16
 ## clients load both cores for half a minute, and the conformance suites'
 ## timing checks (a paused server must cost one node timeout, not more)
 ## should not share the machine with it.
-SAFETY := ./conformance/safety
+SAFETY := conformance/safety
 unit:
-	@$(call in_modules,$(GO) test -race -count=1 -timeout 20m $$($(GO) list $$pkgs | grep -v '/conformance/safety$$'))
-	$(GO) test -race -count=1 -timeout 10m $(SAFETY)
+	@$(call in_modules,$(GO) test -race -count=1 -timeout 20m $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
+	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(GO) test -race -count=1 -timeout 10m $$pkgs,$(SAFETY)))
 
 ## examples: run every program of examples/ (a module of its own) as a
 ## user in a checkout would, from the top directory through the workspace
@@ -115,7 +116,8 @@ bench-smoke: redis
 ## MODEL_SEEDS seeds instead of the 500 of `make test`: random programs of
 ## every call over shared memory nodes with faults, checked against a
 ## reference model, in fake time; a few minutes. Then the safety run
-## (cmd/chaos): 50 seeds of 12 s, each over five redis-servers behind
+## (cmd/chaos of conformance/safety, a module of its own): 50 seeds of
+## 12 s, each over five redis-servers behind
 ## fault proxies with 16 clients, every fault kind, drivers in turn; about
 ## 13 minutes. Prints acquisitions, faults by kind, violations (must be 0),
 ## lock keys left after the TTL (must be 0) and the slowest acquisition;
@@ -125,7 +127,7 @@ CHAOS_FLAGS ?=
 MODEL_SEEDS ?= 10000
 chaos: redis
 	QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) $(GO) test -race -run TestModel -count=1 -timeout 60m ./core/
-	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed
 ## corpora under testdata/fuzz run in every `make test`.

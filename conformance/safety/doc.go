@@ -22,5 +22,6 @@
 // The package's tests run a short version on every `make test`, and show
 // that the checker fires on the one case the Redlock specification admits
 // breaks it (a node restarted at once, empty, while a lock is held) unless
-// the restart guard is on; cmd/chaos runs the long version.
+// the restart guard is on; its cmd/chaos runs the long version. It is a
+// module of its own, so that its tools stay out of the library's go.mod.
 package safety

@@ -11,7 +11,7 @@
 // slowest acquisition. It exits 1 if any seed found a violation or left a
 // key. A seed replays its run's faults:
 //
-//	go run ./cmd/chaos -seeds 1 -first 1234 -v
+//	cd conformance/safety && go run ./cmd/chaos -seeds 1 -first 1234 -v
 //
 // Flags:
 //
@@ -138,7 +138,7 @@ func main() {
 		}
 		if len(rep.Violations) > 0 || rep.LeftAfterTTL > 0 {
 			bad++
-			fmt.Printf("  replay: go run ./cmd/chaos -seeds 1 -first %d -driver %s -duration %v -v\n", seed, name, *duration)
+			fmt.Printf("  replay: (cd conformance/safety && go run ./cmd/chaos -seeds 1 -first %d -driver %s -duration %v -v)\n", seed, name, *duration)
 		}
 		add(&total, rep)
 	}
