@@ -3,6 +3,7 @@ package safety
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -28,12 +29,15 @@ func (s Section) String() string {
 	return fmt.Sprintf("client %d on %q [%v, %v] valid until %v token %d", s.Client, s.Key, s.Start, s.End, s.ValidUntil, s.Token)
 }
 
-// History collects the sections of a run from many goroutines, on one
-// monotonic clock.
+// History collects the sections and the operations (on locks and on the
+// registers they protect) of a run from many goroutines, on one monotonic
+// clock.
 type History struct {
-	base time.Time
-	mu   sync.Mutex
-	list []Section
+	base        time.Time
+	mu          sync.Mutex
+	list        []Section
+	lockOps     []LockOp
+	registerOps []RegisterOp
 }
 
 // NewHistory returns an empty history whose clock starts now.
@@ -59,11 +63,17 @@ func (h *History) Sections() []Section {
 // ViolationKind names what a violation broke.
 type ViolationKind string
 
-// The kinds of violation Check finds.
+// The kinds of violation Check and CheckHistories find.
 const (
-	// Overlap: two holders used the same key at the same time, mutual
-	// exclusion broken.
-	Overlap ViolationKind = "overlap"
+	// MutexHistory: a key's lock operations are not a linearizable history
+	// of a mutex (MutexModel): a lock was granted while another client
+	// held it, mutual exclusion broken. Found by CheckHistories.
+	MutexHistory ViolationKind = "mutex history"
+	// RegisterHistory: the read-modify-writes of the register a key's lock
+	// protects are not a linearizable history of a register
+	// (RegisterModel): two holders' updates interleaved. Found by
+	// CheckHistories.
+	RegisterHistory ViolationKind = "register history"
 	// LateEntry: a holder began using the resource after its lock's
 	// validity had ended, when another may already hold it.
 	LateEntry ViolationKind = "late-entry"
@@ -71,30 +81,37 @@ const (
 	// validity ended.
 	Overrun ViolationKind = "overrun"
 	// StaleToken: a holder's fencing token was not larger than the token
-	// of a section that had ended before it began (only checked when
-	// tokens are recorded).
+	// of another lock's section that had ended before it began (only
+	// checked when tokens are recorded).
 	StaleToken ViolationKind = "stale-token"
 )
 
-// Violation is one breach of safety found in a history: the section at
-// fault, and for Overlap and StaleToken the earlier section it conflicts
-// with.
+// Violation is one breach of safety found in a history. For the section
+// kinds, the section at fault, and for StaleToken the earlier section it
+// conflicts with; for the history kinds, the key whose history is not
+// linearizable and the file of porcupine's visualisation of it.
 type Violation struct {
 	Kind    ViolationKind
 	Section Section
 	Other   *Section
+	Key     string
+	File    string
 }
 
 func (v Violation) String() string {
-	if v.Other != nil {
+	switch {
+	case v.Kind == MutexHistory || v.Kind == RegisterHistory:
+		return fmt.Sprintf("%s of %q is not linearizable (porcupine's visualisation: %s)", v.Kind, v.Key, v.File)
+	case v.Other != nil:
 		return fmt.Sprintf("%s: %v and %v", v.Kind, v.Section, *v.Other)
 	}
 	return fmt.Sprintf("%s: %v", v.Kind, v.Section)
 }
 
-// Check returns every violation in sections: overlapping sections of one
-// key, sections that began after their validity ended or ran past it, and,
-// when fenced is true, tokens that did not grow.
+// Check returns the violations in sections that the histories' models
+// cannot see, having no clock and no tokens: sections that began after
+// their validity ended or ran past it, and, when fenced is true, tokens
+// that did not grow. Overlapping sections are CheckHistories' to find.
 func Check(sections []Section, fenced bool) []Violation {
 	var out []Violation
 	byKey := make(map[string][]Section)
@@ -107,43 +124,23 @@ func Check(sections []Section, fenced bool) []Violation {
 		}
 		byKey[s.Key] = append(byKey[s.Key], s)
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
+	if !fenced {
+		return out
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		list := byKey[k]
 		slices.SortFunc(list, func(a, b Section) int {
 			return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End))
 		})
-		out = append(out, overlaps(list)...)
-		if fenced {
-			out = append(out, staleTokens(list)...)
-		}
-	}
-	return out
-}
-
-// overlaps finds the sections of one key, sorted by start, that begin
-// before an earlier one has ended.
-func overlaps(list []Section) []Violation {
-	var out []Violation
-	last := -1 // the section that ends last among those started so far
-	for i, s := range list {
-		if last >= 0 && s.Start < list[last].End {
-			other := list[last]
-			out = append(out, Violation{Kind: Overlap, Section: s, Other: &other})
-		}
-		if last < 0 || s.End > list[last].End {
-			last = i
-		}
+		out = append(out, staleTokens(list)...)
 	}
 	return out
 }
 
 // staleTokens finds the sections of one key, sorted by start, whose token
-// is not above that of every section that ended before they began.
+// is not above that of every section that ended before they began. A
+// later section of the same lock (the same client and token, after an
+// extension) is not stale.
 func staleTokens(list []Section) []Violation {
 	var out []Violation
 	byEnd := slices.Clone(list)
@@ -155,8 +152,11 @@ func staleTokens(list []Section) []Violation {
 				best = j
 			}
 		}
-		if best >= 0 && s.Token <= byEnd[best].Token {
-			other := byEnd[best]
+		if best < 0 {
+			continue
+		}
+		other := byEnd[best]
+		if s.Token < other.Token || s.Token == other.Token && s.Client != other.Client {
 			out = append(out, Violation{Kind: StaleToken, Section: s, Other: &other})
 		}
 	}

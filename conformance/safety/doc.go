@@ -1,27 +1,69 @@
 // Package safety is a rig that tries to break the mutual exclusion of
-// quorumlock locks under the faults Redlock claims to tolerate, and a
-// checker that says when it did.
+// quorumlock locks under the faults Redlock claims to tolerate, and the
+// checks that say when it did.
 //
 // Run starts a Rig (redis-server processes, each behind a faultproxy.Proxy)
 // and many clients, each with its own core.Locker over nodes of the
 // backend under test (Config.NewNode), that acquire a few shared keys.
-// Inside each critical section a client records a Section (client, key,
-// fencing token, start and end, and the end of its lock's validity) in a
-// History, on one monotonic clock. Meanwhile the faults of Schedule,
-// drawn from Config.Seed, hit the servers: kills with restarts empty after
-// more than the TTL, SIGSTOP/SIGCONT, latency above the node timeout,
-// partitions, connection resets, and clients stalled past their validity
-// right after acquiring (they must notice before use). Never more than
-// N - quorum nodes are faulty at once.
+// Meanwhile the faults of Schedule, drawn from Config.Seed, hit the
+// servers: kills with restarts empty after more than the TTL,
+// SIGSTOP/SIGCONT, latency above the node timeout, partitions, connection
+// resets, and clients stalled past their validity right after acquiring
+// (they must notice before use). Never more than N - quorum nodes are
+// faulty at once.
 //
-// Check finds overlapping sections of one key, sections entered after
-// their validity or running past it, and, with fencing, tokens that did not
-// grow. The Report also counts the lock keys left on the servers once the
-// TTL has passed after the run, which must be none.
+// # What is recorded
 //
-// The package's tests run a short version on every `make test`, and show
-// that the checker fires on the one case the Redlock specification admits
-// breaks it (a node restarted at once, empty, while a lock is held) unless
+// On one monotonic clock, the History's, every client records each
+// operation on a lock (LockOp: acquire, extend, release, with its
+// invocation and response times and its Outcome: OK, Failed, or Unknown
+// when it may have taken effect, as an acquire that timed out may have set
+// the key on some nodes). Inside each critical section it does a
+// read-modify-write (GET, its work, SET of the value read plus one) of a
+// register the lock protects, on a plain redis-server outside the rig that
+// no fault touches (Registers), and records it (RegisterOp) and the
+// section (Section: client, key, fencing token, start and end, and the end
+// of its lock's validity). One time in four a holder extends its lock and
+// works again.
+//
+// # How it is checked
+//
+// CheckHistories checks each key's histories for linearizability with
+// porcupine (github.com/anishathalye/porcupine), as etcd's robustness
+// tests and Jepsen's lock workloads do:
+//
+//   - the lock operations against MutexModel, a mutex whose state is its
+//     holder. A lease has no place in a model without a clock, so the
+//     history carries it: a hold ends with an operation whose invocation
+//     is the earlier of the release's invocation and the end of the lock's
+//     validity as the client learnt it after the acquire or its last
+//     extend (the nodes keep the lock until then, so no one else may take
+//     it earlier), and whose response is the release's. A grant that
+//     falls inside another client's hold, so defined, is a violation, used
+//     or not. Failed and unknown acquires and extends are no-ops in the
+//     model: a refusal is always allowed, and an acquire whose outcome is
+//     unknown was never used and ended without a holder.
+//   - the register operations against RegisterModel: each read-modify-write
+//     is one atomic operation that must read the register's last value.
+//     Two holders' updates that interleaved make the history not
+//     linearizable, whether or not the clients could see it; so does any
+//     overlap of sections in time, since each section contains its update.
+//
+// On a history that is not linearizable, porcupine's HTML visualisation is
+// written into Config.HistoryDir, in a file named with the seed, and the
+// Violation names it.
+//
+// Check keeps what porcupine cannot see, having neither clocks nor tokens
+// in its models: sections entered after their validity ended or running
+// past it (validity windows), and, with fencing, tokens that did not grow
+// from one lock's sections to the next (fencing order). The Report also
+// counts the lock keys left on the servers once the TTL has passed after
+// the run, which must be none.
+//
+// The package's tests run a short version on every `make test`, check the
+// models on hand-made histories, and show that porcupine fires on both
+// histories in the one case the Redlock specification admits breaks
+// Redlock (a node restarted at once, empty, while a lock is held) unless
 // the restart guard is on; its cmd/chaos runs the long version. It is a
 // module of its own, so that its tools stay out of the library's go.mod.
 package safety

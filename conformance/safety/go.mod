@@ -3,6 +3,7 @@ module github.com/quorumlock/quorumlock/conformance/safety
 go 1.25.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/quorumlock/quorumlock v0.1.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79

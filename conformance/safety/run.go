@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type Config struct {
 	NewNode redistest.NodeFactory
 	// Logf, when set, receives the schedule and each fault as injected.
 	Logf func(format string, args ...any)
+	// HistoryDir is where porcupine's visualisation of a history that is
+	// not linearizable is written (the violation names the file); default
+	// os.TempDir().
+	HistoryDir string
 }
 
 // Report is what a safety run saw.
@@ -45,6 +50,8 @@ type Report struct {
 	Acquisitions int            // locks granted
 	Failures     map[string]int // acquisitions that failed, by core.Reason
 	Sections     int            // critical sections recorded
+	LockOps      int            // lock operations checked by porcupine
+	RegisterOps  int            // register read-modify-writes checked by porcupine
 	Stalls       int            // holders stalled by ClientPause
 	Noticed      int            // of those, the ones that found their lock unsafe before use
 	Unused       int            // locks granted with too little validity left to use (not stalled)
@@ -74,8 +81,8 @@ func (r *Report) String() string {
 	if len(fails) == 0 {
 		fails = []string{"none"}
 	}
-	return fmt.Sprintf("seed %d: %d acquisitions (failed: %s), %d sections, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
-		r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
+	return fmt.Sprintf("seed %d: %d acquisitions (failed: %s), %d sections, %d lock and %d register operations, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
+		r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, r.LockOps, r.RegisterOps, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
 		len(r.Violations), r.LeftAtEnd, r.LeftAfterTTL, r.Slowest.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
 }
 
@@ -103,6 +110,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
+	}
+	if c.HistoryDir == "" {
+		c.HistoryDir = os.TempDir()
 	}
 	return nil
 }
@@ -201,7 +211,6 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	var err error
 	start := time.Now()
 	quorum := cfg.Nodes/2 + 1
 	faults := Schedule(ScheduleConfig{Seed: cfg.Seed, Duration: cfg.Duration, Nodes: cfg.Nodes, Clients: cfg.Clients,
@@ -210,6 +219,11 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 		cfg.Logf("scheduled %v", f)
 	}
 	rep := &Report{Seed: cfg.Seed, Failures: map[string]int{}, Faults: map[FaultKind]int{}}
+	regs, err := StartRegisters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer regs.Close()
 
 	var closeClients []func() error
 	defer func() {
@@ -256,8 +270,8 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
 
-	var mu sync.Mutex // guards rep and faultErrs while the run goes on
-	var faultErrs []error
+	var mu sync.Mutex // guards rep, faultErrs and regErrs while the run goes on
+	var faultErrs, regErrs []error
 
 	// The faults, each on its own goroutine, each healing itself after its
 	// duration (even once the clients have stopped).
@@ -288,6 +302,7 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	for c, l := range lockers {
 		clients.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(c)))
+			h := &holder{client: c, ttl: cfg.TTL, hist: hist, regs: regs, rng: rng}
 			for runCtx.Err() == nil {
 				k := keys[rng.IntN(len(keys))]
 				actx, cancel := context.WithTimeout(runCtx, 2*cfg.TTL)
@@ -295,7 +310,9 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 				lock, err := l.Acquire(actx, k)
 				took := hist.Now() - t0
 				cancel()
+				op := LockOp{Client: c, Key: k, Kind: Acquire, Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
 				if err != nil {
+					hist.AddLockOp(op)
 					if runCtx.Err() == nil {
 						mu.Lock()
 						rep.Failures[core.Reason(err)]++
@@ -305,9 +322,12 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 				}
 				// The end of the lock's validity, as the lock says right
 				// after it was granted (the clock is read first, so the
-				// bound is never late). Overlaps are checked without it.
+				// bound is never late): the mutex model's hold ends there
+				// at the latest.
 				validUntil := hist.Now()
 				validUntil += lock.Validity()
+				op.ValidUntil = validUntil
+				hist.AddLockOp(op)
 				stalled := false
 				if d := stalls[c].Swap(0); d > 0 {
 					time.Sleep(time.Duration(d)) // the injected stall itself
@@ -316,17 +336,15 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 				// Before using the resource: is the lock still safe, with
 				// room for the work?
 				use := lock.Err() == nil && lock.Validity() >= minUse
+				var regErr error
 				if use {
-					s := Section{Client: c, Key: k, Token: lock.Token(), ValidUntil: validUntil}
-					s.Start = hist.Now()
-					work(rng)
-					s.End = hist.Now()
-					hist.Add(s)
+					regErr = h.use(ctx, lock, validUntil)
 				}
-				rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*cfg.TTL)
-				_ = lock.Release(rctx)
-				rcancel()
+				h.release(ctx, lock)
 				mu.Lock()
+				if regErr != nil {
+					regErrs = append(regErrs, regErr)
+				}
 				rep.Acquisitions++
 				rep.Slowest = max(rep.Slowest, took)
 				switch {
@@ -350,10 +368,12 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	if err := errors.Join(faultErrs...); err != nil {
 		return nil, fmt.Errorf("safety: injecting faults: %w", err)
 	}
-
-	sections := hist.Sections()
-	rep.Sections = len(sections)
-	rep.Violations = Check(sections, cfg.Fencing)
+	if err := errors.Join(regErrs...); err != nil {
+		return nil, fmt.Errorf("safety: using the registers: %w", err)
+	}
+	if err := checkRun(hist, cfg, rep, start); err != nil {
+		return nil, err
+	}
 	if rep.LeftAtEnd, err = rig.LockKeys(ctx, prefix); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package safety_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -95,14 +96,17 @@ func seeds(t *testing.T) []int64 {
 
 // TestSafety is the short safety run of every CI run: five servers behind
 // fault proxies, 16 clients with their own Lockers on three keys, every
-// fault kind, a few seeds. make chaos runs the long one (cmd/chaos).
+// fault kind, a few seeds. make chaos runs the long one (cmd/chaos). A
+// history found not linearizable is drawn into QUORUMLOCK_SAFETY_DIR
+// (default: the system's temporary directory, so the file outlives the
+// test), and the violation names the file.
 func TestSafety(t *testing.T) {
 	redistest.RequireServer(t)
 	for _, seed := range seeds(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rep, err := safety.Run(t.Context(), safety.Config{
 				Seed: seed, Duration: 8 * time.Second, Nodes: 5, Clients: 16, NewNode: newNode,
-				Logf: t.Logf,
+				Logf: t.Logf, HistoryDir: os.Getenv("QUORUMLOCK_SAFETY_DIR"),
 			})
 			require.NoError(t, err)
 			t.Log(rep)
@@ -119,13 +123,15 @@ func TestSafety(t *testing.T) {
 	}
 }
 
-// TestCheckerFires shows that the checker can fail: the scenario the
+// TestCheckerFires shows that the checks can fail: the scenario the
 // Redlock specification says breaks safety, a node restarted at once
 // without persistence while a lock is held on it. Client A holds the lock
-// on nodes 0 and 1 (node 2 is cut off); node 1 restarts empty at once; B
-// asks once node 2 is back. Without the restart guard, B gets nodes 1 and
-// 2 while A still works: the checker reports the overlap. With it, node 1
-// does not vote, B is refused, and the checker stays silent.
+// on nodes 0 and 1 (node 2 is cut off) and reads the register; node 1
+// restarts empty at once; B asks once node 2 is back. Without the restart
+// guard, B gets nodes 1 and 2, and updates the register while A still
+// works: porcupine finds both the mutex history and the register history
+// not linearizable, and writes their visualisations. With the guard, node
+// 1 does not vote, B is refused, and both histories pass.
 func TestCheckerFires(t *testing.T) {
 	redistest.RequireServer(t)
 	for _, c := range []struct {
@@ -142,6 +148,9 @@ func TestCheckerFires(t *testing.T) {
 			rig, err := safety.StartRig(ctx, 3)
 			require.NoError(t, err)
 			defer rig.Close()
+			regs, err := safety.StartRegisters(ctx)
+			require.NoError(t, err)
+			defer regs.Close()
 			newLocker := func() *core.Locker {
 				nodes := make([]core.Node, 3)
 				for i, addr := range rig.Addrs() {
@@ -157,53 +166,85 @@ func TestCheckerFires(t *testing.T) {
 				return l
 			}
 			h := safety.NewHistory()
-			var drift time.Duration
-			use := func(client int, l *core.Lock, t0 time.Duration, until func()) {
-				s := safety.Section{Client: client, Key: l.Key(), Start: h.Now(), ValidUntil: t0 + 5*time.Second - drift}
-				until()
-				s.End = h.Now()
-				h.Add(s)
-			}
+			r := recorder{h: h, regs: regs}
 
 			a := newLocker()
-			drift = a.Drift()
 			require.NoError(t, rig.Proxies[2].Partition())
-			t0 := h.Now()
-			held, err := a.TryAcquire(ctx, "k")
+			held, validA, err := r.acquire(ctx, 0, a)
 			require.NoError(t, err, "nodes 0 and 1 grant")
 			require.NoError(t, rig.Proxies[2].Heal())
 
-			bDone, aDone := make(chan struct{}), make(chan struct{})
-			go func() { // A works until B has had its turn
+			aRead, bDone, aDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			go func() { // A reads the register, and writes it once B has had its turn
 				defer close(aDone)
-				use(0, held, t0, func() { <-bDone })
+				assert.NoError(t, r.use(ctx, 0, held, validA, func() { close(aRead); <-bDone }))
 			}()
+			<-aRead
 
 			require.NoError(t, rig.Servers[1].Restart(ctx), "at once, empty")
 			b := newLocker()
-			t1 := h.Now()
-			second, err := b.TryAcquire(ctx, "k")
+			second, validB, err := r.acquire(ctx, 1, b)
 			if c.fires {
 				require.NoError(t, err, "nodes 1 (restarted) and 2 grant")
-				use(1, second, t1, func() {})
-				require.NoError(t, second.Release(ctx))
+				require.NoError(t, r.use(ctx, 1, second, validB, nil))
+				r.release(ctx, 1, second)
 			} else {
 				require.ErrorIs(t, err, core.ErrNodeRestarted, "node 1 does not vote")
 				require.ErrorIs(t, err, core.ErrNotAcquired)
 			}
 			close(bDone)
 			<-aDone
+			r.release(ctx, 0, held)
 			require.Len(t, h.Sections(), map[bool]int{true: 2, false: 1}[c.fires])
 
-			violations := safety.Check(h.Sections(), false)
-			if c.fires {
-				require.Len(t, violations, 1)
-				assert.Equal(t, safety.Overlap, violations[0].Kind)
-				t.Log("the checker fired: ", violations[0])
-			} else {
+			assert.Empty(t, safety.Check(h.Sections(), false), "every section within its validity")
+			violations, err := safety.CheckHistories(h, t.TempDir(), "fires")
+			require.NoError(t, err)
+			if !c.fires {
 				assert.Empty(t, violations)
+				return
 			}
-			_ = held.Release(ctx)
+			require.Len(t, violations, 2)
+			assert.Equal(t, safety.MutexHistory, violations[0].Kind)
+			assert.Equal(t, safety.RegisterHistory, violations[1].Kind)
+			for _, v := range violations {
+				assertVisualised(t, v)
+				t.Log("porcupine fired: ", v)
+			}
 		})
 	}
+}
+
+// recorder does, and records in h, what a client of the rig does.
+type recorder struct {
+	h    *safety.History
+	regs *safety.Registers
+}
+
+func (r recorder) acquire(ctx context.Context, client int, l *core.Locker) (*core.Lock, time.Duration, error) {
+	op := safety.LockOp{Client: client, Key: "k", Kind: safety.Acquire, Call: r.h.Now()}
+	lock, err := l.TryAcquire(ctx, "k")
+	op.Return, op.Outcome = r.h.Now(), safety.OutcomeOf(err)
+	if err == nil {
+		op.ValidUntil = op.Return + lock.Validity()
+	}
+	r.h.AddLockOp(op)
+	return lock, op.ValidUntil, err
+}
+
+// use records a section around the register's update, running during
+// between its read and its write.
+func (r recorder) use(ctx context.Context, client int, l *core.Lock, validUntil time.Duration, during func()) error {
+	s := safety.Section{Client: client, Key: l.Key(), Start: r.h.Now(), ValidUntil: validUntil}
+	err := r.regs.Update(ctx, r.h, client, l.Key(), during)
+	s.End = r.h.Now()
+	r.h.Add(s)
+	return err
+}
+
+func (r recorder) release(ctx context.Context, client int, l *core.Lock) {
+	op := safety.LockOp{Client: client, Key: l.Key(), Kind: safety.Release, Call: r.h.Now()}
+	err := l.Release(ctx)
+	op.Return, op.Outcome = r.h.Now(), safety.OutcomeOf(err)
+	r.h.AddLockOp(op)
 }
