@@ -6,10 +6,13 @@
 // and reset, and clients stall past their locks' validity.
 //
 // It prints one line per seed and then the totals: acquisitions, faults
-// injected by kind, violations of mutual exclusion (which must be 0), lock
-// keys left on the servers after the TTL (which must be 0), and the
-// slowest acquisition. It exits 1 if any seed found a violation or left a
-// key. A seed replays its run's faults:
+// injected by kind, violations of mutual exclusion (which must be 0: lock
+// and register histories porcupine found not linearizable, sections out
+// of their validity, stale tokens), lock keys left on the servers after
+// the TTL (which must be 0), and the slowest acquisition. A history that
+// is not linearizable is drawn by porcupine into an HTML file, named with
+// the seed, whose path the violation prints. It exits 1 if any seed found
+// a violation or left a key. A seed replays its run's faults:
 //
 //	cd conformance/safety && go run ./cmd/chaos -seeds 1 -first 1234 -v
 //
@@ -24,6 +27,7 @@
 //	-ttl d         lock TTL (default 1s)
 //	-driver name   goredis, redigo, rueidis, or all: one per seed in turn (default all)
 //	-no-guard      turn the restart guard off (the run should then find violations, in time)
+//	-histories dir where porcupine's visualisations go (default: the system's temporary directory)
 //	-v             print the schedule and every fault as it is injected
 package main
 
@@ -82,6 +86,7 @@ func main() {
 	ttl := flag.Duration("ttl", time.Second, "lock TTL")
 	driver := flag.String("driver", "all", "goredis, redigo, rueidis or all")
 	noGuard := flag.Bool("no-guard", false, "turn the restart guard off")
+	histories := flag.String("histories", "", "where porcupine's visualisations go (default: the system's temporary directory)")
 	verbose := flag.Bool("v", false, "print the schedule and every fault")
 	flag.Parse()
 	redistest.QuietRedisLogs() // failed dials to a node that is down are the point of the run
@@ -127,7 +132,7 @@ func main() {
 		}
 		rep, err := safety.Run(ctx, safety.Config{
 			Seed: seed, Duration: *duration, Nodes: *nodes, Clients: *clients, Keys: *keys, TTL: *ttl,
-			Options: opts, NewNode: drivers[name], Logf: logf,
+			Options: opts, NewNode: drivers[name], Logf: logf, HistoryDir: *histories,
 		})
 		if err != nil {
 			log.Fatalf("chaos: seed %d (%s): %v", seed, name, err)
