@@ -159,7 +159,9 @@ func TestCheckerFires(t *testing.T) {
 					t.Cleanup(func() { _ = closeClient() }) // after the Locker's
 					nodes[i] = n
 				}
-				opts := append([]core.Option{core.WithTTL(5 * time.Second), core.WithTries(1)}, c.opts...)
+				// One try, so B's refusal is the guard's; a node timeout
+				// that a busy machine's scheduler does not exceed.
+				opts := append([]core.Option{core.WithTTL(5 * time.Second), core.WithNodeTimeout(time.Second), core.WithTries(1)}, c.opts...)
 				l, err := core.New(nodes, opts...)
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = l.Close() })
