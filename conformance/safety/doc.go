@@ -2,17 +2,20 @@
 // quorumlock locks under the faults Redlock claims to tolerate, and a
 // checker that says when it did.
 //
-// Run starts a Rig (redis-server processes, each behind a faultproxy.Proxy)
-// and many clients, each with its own core.Locker over nodes of the
-// backend under test (Config.NewNode), that acquire a few shared keys.
+// Run starts a Rig (redis-server processes, each behind a Proxy, a
+// toxiproxy proxy run in process) and many clients, each with its own
+// core.Locker over nodes of the backend under test (Config.NewNode),
+// dialled through its own proxies, that acquire a few shared keys.
 // Inside each critical section a client records a Section (client, key,
 // fencing token, start and end, and the end of its lock's validity) in a
 // History, on one monotonic clock. Meanwhile the faults of Schedule,
 // drawn from Config.Seed, hit the servers: kills with restarts empty after
 // more than the TTL, SIGSTOP/SIGCONT, latency above the node timeout,
-// partitions, connection resets, and clients stalled past their validity
-// right after acquiring (they must notice before use). Never more than
-// N - quorum nodes are faulty at once.
+// narrow bandwidth, hung links, proxies down, connection resets, and
+// clients stalled past their validity right after acquiring (they must
+// notice before use). Never more than N - quorum nodes are faulty at
+// once. The majorities ring (Ring) cuts each client off from the nodes
+// outside its own majority, a different one for each client.
 //
 // Check finds overlapping sections of one key, sections entered after
 // their validity or running past it, and, with fencing, tokens that did not
