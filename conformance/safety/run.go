@@ -29,7 +29,7 @@ type Config struct {
 	Kinds       []FaultKind   // default AllFaults
 	Fencing     bool          // record tokens and check that they grow
 	Options     []core.Option // more options for every Locker
-	// NewNode makes a node of the backend under test for a fault proxy's
+	// NewNode makes a node of the backend under test for a proxy's
 	// address (required); the run closes its client after its Locker.
 	NewNode redistest.NodeFactory
 	// Logf, when set, receives the schedule and each fault as injected.
@@ -123,8 +123,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rig.Close()
-	return RunOn(ctx, rig, cfg)
+	rep, err := RunOn(ctx, rig, cfg)
+	if cerr := rig.Close(); cerr != nil && err == nil { // a link left open is a leak
+		return nil, fmt.Errorf("safety: closing the rig: %w", cerr)
+	}
+	return rep, err
 }
 
 // RunOn is Run on a Rig the caller started (every server running, no
