@@ -113,6 +113,9 @@ func (r *Rig) eachProxy(n int, f func(*Proxy) error) error {
 // c+1, ..., c+quorum-1 (mod nodes), so that no two neighbouring clients
 // see the same majority yet every two majorities share a node.
 func RingReach(c, n, nodes int) bool {
+	if nodes <= 0 || c < 0 || n < 0 || n >= nodes {
+		return false
+	}
 	quorum := nodes/2 + 1
 	return (n-c%nodes+nodes)%nodes < quorum
 }
