@@ -45,7 +45,7 @@ type Proxy struct {
 	latency   bool
 	bandwidth bool
 	down      bool
-	closeOnce sync.Once
+	closed    bool // by Close: never enabled again
 }
 
 var (
@@ -174,7 +174,7 @@ func (p *Proxy) Up() error {
 }
 
 func (p *Proxy) up() error {
-	if !p.down {
+	if !p.down || p.closed {
 		return nil
 	}
 	if err := p.tp.Start(); err != nil {
@@ -207,22 +207,27 @@ func (p *Proxy) Heal() error {
 // linkGrace bounds how long Close waits for the links to end.
 const linkGrace = 5 * time.Second
 
-// Close disables the proxy and returns once every link through it has
-// ended, or with an error after linkGrace.
+// Close disables the proxy for good and returns once every link through
+// it has ended, or with an error after linkGrace.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
-	p.tp.Stop()
+	p.tp.Stop() // returns once no link can start: every links.Add is done
 	p.down = true
-	p.mu.Unlock()
-	p.closeOnce.Do(func() { close(p.hole.done) })
-	deadline := time.Now().Add(linkGrace)
-	for p.hole.links.Load() > 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("safety: proxy %s: %d links still open %v after Close", p.Addr(), p.hole.links.Load(), linkGrace)
-		}
-		time.Sleep(time.Millisecond)
+	if !p.closed {
+		p.closed = true
+		close(p.hole.done)
 	}
-	return nil
+	p.mu.Unlock()
+	ended := make(chan struct{})
+	go func() { p.hole.links.Wait(); close(ended) }()
+	t := time.NewTimer(linkGrace)
+	defer t.Stop()
+	select {
+	case <-ended:
+		return nil
+	case <-t.C: // the waiting goroutine stays, with the links it waits for
+		return fmt.Errorf("safety: proxy %s: links still open %v after Close", p.Addr(), linkGrace)
+	}
 }
 
 const holeType = "quorumlock_hole"
@@ -231,7 +236,7 @@ const holeType = "quorumlock_hole"
 // links counts the links that are running; done is closed by Close.
 type hole struct {
 	closed atomic.Bool
-	links  atomic.Int64
+	links  sync.WaitGroup
 	done   chan struct{}
 }
 
@@ -265,7 +270,7 @@ func (t *holeToxic) Pipe(stub *toxics.ToxicStub) {
 			switch {
 			case c == nil:
 				stub.Close()
-				t.h.links.Add(-1)
+				t.h.links.Done()
 				return
 			case t.h.closed.Load():
 				st.lost = true
@@ -273,7 +278,7 @@ func (t *holeToxic) Pipe(stub *toxics.ToxicStub) {
 				stub.Close() // the writer ends the connection
 				for range stub.Input {
 				}
-				t.h.links.Add(-1)
+				t.h.links.Done()
 				return
 			default:
 				select {
