@@ -152,7 +152,7 @@ func (p *Proxy) setBandwidth(kbps int) error {
 
 // Partition hangs the node: see Proxy.
 func (p *Proxy) Partition() error {
-	p.hole.closed.Store(true)
+	p.hole.partitioned.Store(true)
 	return nil
 }
 
@@ -198,7 +198,7 @@ func (p *Proxy) Reset() error {
 
 // Heal removes every fault.
 func (p *Proxy) Heal() error {
-	p.hole.closed.Store(false)
+	p.hole.partitioned.Store(false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return errors.Join(p.setLatency(0, 0), p.setBandwidth(0), p.up())
@@ -235,9 +235,9 @@ const holeType = "quorumlock_hole"
 // hole is a proxy's partition switch, shared by every link's hole toxic;
 // links counts the links that are running; done is closed by Close.
 type hole struct {
-	closed atomic.Bool
-	links  sync.WaitGroup
-	done   chan struct{}
+	partitioned atomic.Bool
+	links       sync.WaitGroup
+	done        chan struct{}
 }
 
 // holeToxic drops every byte while its hole is closed and cuts a link
@@ -272,7 +272,7 @@ func (t *holeToxic) Pipe(stub *toxics.ToxicStub) {
 				stub.Close()
 				t.h.links.Done()
 				return
-			case t.h.closed.Load():
+			case t.h.partitioned.Load():
 				st.lost = true
 			case st.lost:
 				stub.Close() // the writer ends the connection
