@@ -2,15 +2,18 @@
 // quorumlock locks under the faults Redlock claims to tolerate, and the
 // checks that say when it did.
 //
-// Run starts a Rig (redis-server processes, each behind a faultproxy.Proxy)
-// and many clients, each with its own core.Locker over nodes of the
-// backend under test (Config.NewNode), that acquire a few shared keys.
-// Meanwhile the faults of Schedule, drawn from Config.Seed, hit the
-// servers: kills with restarts empty after more than the TTL,
-// SIGSTOP/SIGCONT, latency above the node timeout, partitions, connection
-// resets, and clients stalled past their validity right after acquiring
-// (they must notice before use). Never more than N - quorum nodes are
-// faulty at once.
+// Run starts a Rig (redis-server processes, each behind a Proxy, a
+// toxiproxy proxy run in process) and many clients, each with its own
+// core.Locker over nodes of the backend under test (Config.NewNode),
+// dialled through its own proxies, that acquire a few shared keys.
+// Meanwhile the faults of Schedule,
+// drawn from Config.Seed, hit the servers: kills with restarts empty after
+// more than the TTL, SIGSTOP/SIGCONT, latency above the node timeout,
+// narrow bandwidth, hung links, proxies down, connection resets, and
+// clients stalled past their validity right after acquiring (they must
+// notice before use). Never more than N - quorum nodes are faulty at
+// once. The majorities ring (Ring) cuts each client off from the nodes
+// outside its own majority, a different one for each client.
 //
 // # What is recorded
 //

@@ -13,9 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/quorumlock/quorumlock/conformance/faultproxy"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 )
@@ -33,7 +30,7 @@ type Config struct {
 	Kinds       []FaultKind   // default AllFaults
 	Fencing     bool          // record tokens and check that they grow
 	Options     []core.Option // more options for every Locker
-	// NewNode makes a node of the backend under test for a fault proxy's
+	// NewNode makes a node of the backend under test for a proxy's
 	// address (required); the run closes its client after its Locker.
 	NewNode redistest.NodeFactory
 	// Logf, when set, receives the schedule and each fault as injected.
@@ -124,71 +121,6 @@ const (
 	minUse  = 200 * time.Millisecond
 )
 
-// Rig is N redis-servers, each behind a fault proxy.
-type Rig struct {
-	Servers []*redistest.Server
-	Proxies []*faultproxy.Proxy
-}
-
-// StartRig starts n servers (adopted for the restart guard, as new
-// servers that hold no lock) and a proxy in front of each.
-func StartRig(ctx context.Context, n int) (*Rig, error) {
-	r := &Rig{}
-	for range n {
-		s, err := redistest.StartServer(ctx)
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-		r.Servers = append(r.Servers, s)
-		p, err := faultproxy.Start(s.Addr())
-		if err != nil {
-			r.Close()
-			return nil, err
-		}
-		r.Proxies = append(r.Proxies, p)
-	}
-	return r, nil
-}
-
-// Addrs are the proxies' addresses, which the nodes dial.
-func (r *Rig) Addrs() []string {
-	out := make([]string, len(r.Proxies))
-	for i, p := range r.Proxies {
-		out[i] = p.Addr()
-	}
-	return out
-}
-
-// Close stops the proxies and the servers.
-func (r *Rig) Close() error {
-	var errs []error
-	for _, p := range r.Proxies {
-		errs = append(errs, p.Close())
-	}
-	for _, s := range r.Servers {
-		errs = append(errs, s.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// LockKeys counts, on every server directly, the keys that start with
-// prefix: lock keys (their fencing counters and wait queues start with
-// "{").
-func (r *Rig) LockKeys(ctx context.Context, prefix string) (int, error) {
-	total := 0
-	for _, s := range r.Servers {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
-		keys, err := c.Keys(ctx, prefix+"*").Result()
-		c.Close()
-		if err != nil {
-			return 0, fmt.Errorf("safety: keys on %s: %w", s.Addr(), err)
-		}
-		total += len(keys)
-	}
-	return total, nil
-}
-
 // Run runs cfg.Clients clients, each with its own Locker over the nodes of
 // a fresh Rig, acquiring cfg.Keys keys for cfg.Duration while the faults
 // of Schedule(cfg.Seed) are injected; then it heals everything, checks the
@@ -201,8 +133,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rig.Close()
-	return RunOn(ctx, rig, cfg)
+	rep, err := RunOn(ctx, rig, cfg)
+	if cerr := rig.Close(); cerr != nil && err == nil { // a link left open is a leak
+		return nil, fmt.Errorf("safety: closing the rig: %w", cerr)
+	}
+	return rep, err
 }
 
 // RunOn is Run on a Rig the caller started (every server running, no
@@ -245,7 +180,11 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	}
 	for c := range lockers {
 		nodes := make([]core.Node, cfg.Nodes)
-		for i, addr := range rig.Addrs() {
+		addrs, err := rig.ClientAddrs(c) // its own proxies, for the majorities ring
+		if err != nil {
+			return nil, err
+		}
+		for i, addr := range addrs {
 			n, closeClient, err := cfg.NewNode(addr)
 			if closeClient != nil {
 				closeClients = append(closeClients, closeClient)
@@ -405,48 +344,4 @@ func waitCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// inject applies fault f, waits its duration, and heals it.
-func inject(ctx context.Context, rig *Rig, f Fault) error {
-	hold := func() error { return waitCtx(context.WithoutCancel(ctx), f.Duration) }
-	switch f.Kind {
-	case KillRestart:
-		s := rig.Servers[f.Target]
-		if err := s.Kill(); err != nil {
-			return err
-		}
-		if err := hold(); err != nil {
-			return err
-		}
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return s.Restart(rctx) // empty: no persistence, not adopted
-	case Pause:
-		s := rig.Servers[f.Target]
-		if err := s.Pause(); err != nil {
-			return err
-		}
-		err := hold()
-		return errors.Join(err, s.Resume())
-	case Latency:
-		p := rig.Proxies[f.Target]
-		if err := p.SetLatency(f.Delay, f.Jitter); err != nil {
-			return err
-		}
-		err := hold()
-		return errors.Join(err, p.SetLatency(0, 0))
-	case Partition:
-		p := rig.Proxies[f.Target]
-		if err := p.Partition(); err != nil {
-			return err
-		}
-		err := hold()
-		return errors.Join(err, p.Heal())
-	case Reset:
-		return rig.Proxies[f.Target].Reset()
-	case ClientPause:
-		return nil // the client stalls itself
-	}
-	return fmt.Errorf("safety: unknown fault kind %q", f.Kind)
 }

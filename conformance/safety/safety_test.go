@@ -56,6 +56,28 @@ func TestSchedule(t *testing.T) {
 		}
 		assert.Len(t, kinds, len(safety.AllFaults), "seed %d injects every kind", seed)
 		assert.LessOrEqual(t, maxFaulty(faults), cfg.MaxFaulty, "seed %d: never more than a minority faulty at once", seed)
+		assertRingAlone(t, seed, faults)
+	}
+}
+
+// assertRingAlone checks that no node fault overlaps a majorities ring:
+// each client then still reaches its whole majority.
+func assertRingAlone(t *testing.T, seed int64, faults []safety.Fault) {
+	for _, r := range faults {
+		if r.Kind != safety.Ring {
+			continue
+		}
+		assert.Greater(t, r.Duration, time.Duration(0), "seed %d: a ring lasts", seed)
+		for _, f := range faults {
+			if f.Kind == safety.Ring || f.Kind == safety.ClientPause {
+				continue
+			}
+			end := f.At + f.Duration
+			if f.Kind == safety.KillRestart {
+				end += time.Second // until its restart is done
+			}
+			assert.False(t, f.At <= r.At+r.Duration && r.At <= end, "seed %d: %v overlaps %v", seed, f, r)
+		}
 	}
 }
 
@@ -63,13 +85,14 @@ func TestSchedule(t *testing.T) {
 // fault counted from its start to its end.
 func maxFaulty(faults []safety.Fault) int {
 	most := 0
+	nodeFault := func(f safety.Fault) bool { return f.Kind != safety.ClientPause && f.Kind != safety.Ring }
 	for _, f := range faults {
-		if f.Kind == safety.ClientPause {
+		if !nodeFault(f) {
 			continue
 		}
 		nodes := map[int]bool{}
 		for _, g := range faults {
-			if g.Kind != safety.ClientPause && g.At <= f.At && f.At <= g.At+g.Duration {
+			if nodeFault(g) && g.At <= f.At && f.At <= g.At+g.Duration {
 				nodes[g.Target] = true
 			}
 		}

@@ -26,8 +26,19 @@ const (
 	// Partition black-holes the node's proxy: nothing passes, nothing is
 	// closed.
 	Partition FaultKind = "partition"
-	// Reset cuts every connection to the node with a TCP reset.
+	// Reset closes every connection to the node at once.
 	Reset FaultKind = "reset"
+	// Bandwidth limits the node's replies to a few kilobytes a second.
+	Bandwidth FaultKind = "bandwidth"
+	// Down disables the node's proxy: its connections are closed and new
+	// ones refused, while the server runs on.
+	Down FaultKind = "down"
+	// Ring is the majorities ring, the partition a quorum finds hardest:
+	// each client reaches a different majority of the nodes (client c
+	// nodes c, c+1, ..., c+quorum-1 mod N; see RingReach) through its own
+	// proxies. Every node is cut off from some clients, so no node fault
+	// overlaps it.
+	Ring FaultKind = "majorities-ring"
 	// ClientPause stalls a client right after it acquires, past the lock's
 	// validity (a GC pause, swap): it must find out before it uses the
 	// resource.
@@ -35,11 +46,12 @@ const (
 )
 
 // AllFaults are every fault kind, in a fixed order.
-var AllFaults = []FaultKind{KillRestart, Pause, Latency, Partition, Reset, ClientPause}
+var AllFaults = []FaultKind{KillRestart, Pause, Latency, Partition, Reset, Bandwidth, Down, Ring, ClientPause}
 
 // Fault is one scheduled fault: at At after the run starts, Kind hits
-// Target (a node, or a client for ClientPause) for Duration (for Latency,
-// Delay ± Jitter per round trip).
+// Target (a node, a client for ClientPause, none for Ring) for Duration
+// (for Latency, Delay ± Jitter per round trip; for Bandwidth, Rate
+// kilobytes a second).
 type Fault struct {
 	At       time.Duration
 	Kind     FaultKind
@@ -47,16 +59,23 @@ type Fault struct {
 	Duration time.Duration
 	Delay    time.Duration
 	Jitter   time.Duration
+	Rate     int
 }
 
 func (f Fault) String() string {
 	who := fmt.Sprintf("node %d", f.Target)
-	if f.Kind == ClientPause {
+	switch f.Kind {
+	case ClientPause:
 		who = fmt.Sprintf("client %d", f.Target)
+	case Ring:
+		who = "every client"
 	}
 	s := fmt.Sprintf("%8v %-12s %s for %v", f.At.Round(time.Millisecond), f.Kind, who, f.Duration.Round(time.Millisecond))
 	if f.Kind == Latency {
 		s += fmt.Sprintf(" (%v ± %v)", f.Delay, f.Jitter)
+	}
+	if f.Kind == Bandwidth {
+		s += fmt.Sprintf(" (%d KB/s)", f.Rate)
 	}
 	return s
 }
@@ -82,7 +101,8 @@ const restartSlack = 1500 * time.Millisecond
 // same faults at the same offsets. The first faults are one of each kind,
 // in a random order, so that every run injects every kind; then kinds are
 // drawn at random, one every 100-400 ms, each on a node that is not
-// already faulty while at most MaxFaulty nodes are.
+// already faulty while at most MaxFaulty nodes are. A Ring starts only
+// when no node is faulty, and no node fault starts until it has ended.
 func Schedule(cfg ScheduleConfig) []Fault {
 	kinds := cfg.Kinds
 	if len(kinds) == 0 {
@@ -124,8 +144,11 @@ func Schedule(cfg ScheduleConfig) []Fault {
 			f.Duration = between(200*time.Millisecond, time.Second)
 			f.Delay = between(cfg.NodeTimeout*3/2, cfg.NodeTimeout*4)
 			f.Jitter = cfg.NodeTimeout / 2
-		case Partition:
+		case Partition, Down, Ring:
 			f.Duration = between(200*time.Millisecond, cfg.TTL*3/2)
+		case Bandwidth:
+			f.Duration = between(200*time.Millisecond, time.Second)
+			f.Rate = 1 + rng.IntN(4)
 		case Reset:
 			f.Duration = 0
 		}
@@ -139,10 +162,17 @@ func Schedule(cfg ScheduleConfig) []Fault {
 				free = append(free, n)
 			}
 		}
-		if faulty >= cfg.MaxFaulty || len(free) == 0 {
+		if faulty >= cfg.MaxFaulty || len(free) == 0 || (kind == Ring && faulty > 0) {
 			if queued {
 				first = append(first, kind)
 			}
+			continue
+		}
+		if kind == Ring {
+			for n := range busyUntil {
+				busyUntil[n] = at + f.Duration + 100*time.Millisecond
+			}
+			out = append(out, f)
 			continue
 		}
 		f.Target = free[rng.IntN(len(free))]

@@ -2,8 +2,10 @@
 // runs of the safety rig (package conformance/safety), each with five
 // redis-server processes behind fault proxies and 16 clients with their
 // own Lockers, while nodes are killed and restarted empty after more than
-// the TTL, stopped with SIGSTOP, slowed past the node timeout, partitioned
-// and reset, and clients stall past their locks' validity.
+// the TTL, stopped with SIGSTOP, slowed past the node timeout, throttled,
+// hung, taken down and reset, each client is cut off from the nodes
+// outside its own majority (the majorities ring), and clients stall past
+// their locks' validity.
 //
 // It prints one line per seed and then the totals: acquisitions, faults
 // injected by kind, violations of mutual exclusion (which must be 0: lock
