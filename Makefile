@@ -33,9 +33,12 @@ LOCKBENCH_FLAGS ?=
 ## modules with no replace (consumer).
 test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
 
-## redis: install redis-server (Debian package) when it is missing.
+## redis: install redis-server and libfaketime (Debian's redis-server and
+## faketime packages) when they are missing: the safety rig's envelope runs
+## a server with a fast clock.
 redis:
 	@scripts/ensure-redis.sh
+	@scripts/ensure-faketime.sh
 
 # in_modules runs a command in each module of MODULES (or of its second
 # argument), with $pkgs set to its packages, and fails, naming them, if it
