@@ -125,12 +125,18 @@ bench-smoke: redis
 ## 13 minutes. Prints acquisitions, faults by kind, violations (must be 0),
 ## lock keys left after the TTL (must be 0) and the slowest acquisition;
 ## fails on a violation or a key left. CHAOS_FLAGS passes flags (make chaos
-## CHAOS_FLAGS="-seeds 5 -v").
+## CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope (cmd/envelope):
+## one server's clock fast under libfaketime (x1 to x1.05), holders paused
+## below and past the TTL, with and without fencing; about a minute. Prints
+## docs/safety.md's table; fails on a violation theory does not predict.
+## ENVELOPE_FLAGS passes flags (make chaos ENVELOPE_FLAGS="-trials 16").
 CHAOS_FLAGS ?=
+ENVELOPE_FLAGS ?=
 MODEL_SEEDS ?= 10000
 chaos: redis
 	QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) $(GO) test -race -run TestModel -count=1 -timeout 60m ./core/
 	cd $(SAFETY) && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/envelope $(ENVELOPE_FLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed
 ## corpora under testdata/fuzz run in every `make test`.

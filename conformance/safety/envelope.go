@@ -18,8 +18,8 @@ import (
 
 // The safety envelope: where Redlock's guarantee ends, measured. Three
 // servers; node 0's clock runs fast (libfaketime), so a key expires early
-// there. In each trial a holder takes a key on nodes 0 and 1 (node 2
-// still has another client's key, about to expire), checks its validity,
+// there. In each trial a holder takes a key on nodes 0 and 1 (another
+// client holds it on node 2, and releases it just after), checks its validity,
 // may pause (a held goroutine: a GC pause, swap), and then uses the
 // protected resource: it writes a register, and goes on writing it every
 // 2 ms while its lock says it is valid. A successor asks for the key every
@@ -134,7 +134,7 @@ type Cell struct {
 	DoubleHolds int
 	Refused     int // the holder's writes a fenced register refused
 	// Skipped counts trials that could not be set up (the holder was not
-	// granted, or granted node 2 too), with the first reason.
+	// granted, or its successor never was), with the first reason.
 	Skipped    int
 	SkipReason string
 	Predicted  bool // theory predicts violations (Envelope.Predict)
@@ -233,7 +233,9 @@ func (r *envelopeRig) newLocker(cfg EnvelopeConfig, fenced bool) (*core.Locker, 
 		}
 		nodes[i] = n
 	}
-	l, err := core.New(nodes, core.WithTTL(cfg.TTL), core.WithFencing(fenced))
+	// A node timeout of TTL/5: on a loaded machine a holder that times out
+	// on node 0 or 1 is not granted, and its trial is lost.
+	l, err := core.New(nodes, core.WithTTL(cfg.TTL), core.WithNodeTimeout(cfg.TTL/5), core.WithFencing(fenced))
 	if err != nil {
 		return nil, err
 	}

@@ -21,13 +21,16 @@ func TestEnvelopeShowsWhereSafetyEnds(t *testing.T) {
 	requireFaketime(t)
 	env, err := safety.RunEnvelope(t.Context(), safety.EnvelopeConfig{
 		Rates: []float64{1, 1.25}, Pauses: []time.Duration{0, 750 * time.Millisecond},
-		TTL: 500 * time.Millisecond, Trials: 2, NewNode: newNode, Logf: t.Logf,
+		TTL: 500 * time.Millisecond, Trials: 3, NewNode: newNode, Logf: t.Logf,
 	})
 	require.NoError(t, err)
 	t.Log("\n" + env.Table())
 	assert.Equal(t, 7*time.Millisecond, env.Drift, "core's drift allowance: TTL x 1% + 2 ms")
 	require.Len(t, env.Rows, 2)
-	assert.Less(t, env.Rows[1].Expiry, env.Rows[0].Expiry-50*time.Millisecond, "node 0 expires keys early at x1.25")
+	for _, r := range env.Rows { // (how early: TestFastServerExpiresEarly)
+		assert.GreaterOrEqual(t, r.Expiry, time.Duration(float64(500*time.Millisecond)/r.Rate)-time.Millisecond,
+			"x%v: a key lives no less than the fast clock allows", r.Rate)
+	}
 	for _, r := range env.Rows {
 		for _, c := range r.Cells {
 			assert.Positive(t, c.Trials, "x%v %v: trials ran (%s)", r.Rate, c, c.SkipReason)

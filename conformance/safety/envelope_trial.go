@@ -16,6 +16,12 @@ import (
 // says it is valid.
 const writeEvery = 2 * time.Millisecond
 
+// otherClient is the value of the key another client holds on node 2
+// while the holder asks; releaseOther is that client's release.
+const otherClient = "envelope:other-client"
+
+var releaseOther = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
 // trial is one holder and its successor on a key of their own.
 type trial struct {
 	key               string
@@ -23,7 +29,7 @@ type trial struct {
 	ttl               time.Duration
 	pollFrom          time.Duration // when the successor starts asking, from the holder's grant
 	holder, successor *core.Locker
-	third             *redis.Client // node 2, where a key of another client refuses the holder
+	third             *redis.Client // node 2, where another client's key refuses the holder
 	reg               *register
 	clock             func() time.Duration
 }
@@ -42,21 +48,23 @@ type outcome struct {
 // 0 and 1 and use it, and its successor take it after it, and reads the
 // register.
 func (t *trial) run(ctx context.Context) (outcome, error) {
-	// Another client's key on node 2, which expires long before the
-	// successor asks.
-	if err := t.third.Set(ctx, t.key, "envelope:other-client", t.ttl/4).Err(); err != nil {
+	// Another client holds the key on node 2 while the holder asks, and
+	// releases it right after.
+	if err := t.third.Set(ctx, t.key, otherClient, t.ttl).Err(); err != nil {
 		return outcome{}, fmt.Errorf("safety: setting node 2 against the holder: %w", err)
 	}
 	lock, err := t.holder.TryAcquire(ctx, t.key)
 	grant := t.clock()
+	if rerr := releaseOther.Run(ctx, t.third, []string{t.key}, otherClient).Err(); rerr != nil {
+		if err == nil {
+			release(ctx, lock, t.ttl)
+		}
+		return outcome{}, fmt.Errorf("safety: releasing node 2 after the holder: %w", rerr)
+	}
 	if err != nil {
 		return outcome{skipped: "holder not granted: " + core.Reason(err)}, nil
 	}
 	validUntil := grant + lock.Validity()
-	if v, err := t.third.Get(ctx, t.key).Result(); err == nil && v == lock.Value() {
-		release(ctx, lock, t.ttl)
-		return outcome{skipped: "node 2 granted the holder"}, nil
-	}
 	succeeded := make(chan successor, 1)
 	go func() { succeeded <- t.succeed(ctx, grant) }()
 	t.use(ctx, lock)
