@@ -46,7 +46,7 @@ type EnvelopeConfig struct {
 	// write; default 0, TTL/2 and 3 TTL/2.
 	Pauses []time.Duration
 	TTL    time.Duration // default 2 s, at least 200 ms
-	Trials int           // trials per cell (rate, pause, fencing); default 8
+	Trials int           // trials per cell (rate, pause, fencing); default 10
 	// Stagger separates the starts of a rate's trials, which otherwise run
 	// at once; default 20 ms.
 	Stagger time.Duration
@@ -84,7 +84,7 @@ func (c *EnvelopeConfig) defaults() error {
 		}
 	}
 	if c.Trials <= 0 {
-		c.Trials = 8
+		c.Trials = 10
 	}
 	if c.Stagger <= 0 {
 		c.Stagger = 20 * time.Millisecond
@@ -184,7 +184,7 @@ func (c Cell) String() string {
 	if c.Fenced {
 		f = " fenced"
 	}
-	return fmt.Sprintf("pause %v%s: %d/%d", c.Pause, f, c.Violations, c.Trials)
+	return fmt.Sprintf("pause %v%s: %d/%d (held twice in %d)", c.Pause, f, c.Violations, c.Trials, c.DoubleHolds)
 }
 
 // envelopeRig is one rate's servers and Lockers.
@@ -269,8 +269,8 @@ func measureExpiry(ctx context.Context, addr string, ttl time.Duration) (time.Du
 	return slices.Min(lived[:]), errors.Join(errs[:]...)
 }
 
-// runRate runs every cell's trials at one rate of node 0, all at once,
-// their starts staggered and interleaved across cells.
+// runRate runs every cell's trials at one rate of node 0, on a rig of
+// its own.
 func runRate(ctx context.Context, cfg EnvelopeConfig, env *Envelope, rate float64) (row *EnvelopeRow, err error) {
 	rig, err := startEnvelopeRig(ctx, cfg, rate)
 	if err != nil {
@@ -288,7 +288,18 @@ func runRate(ctx context.Context, cfg EnvelopeConfig, env *Envelope, rate float6
 			row.Cells = append(row.Cells, Cell{Pause: p, Fenced: fenced, Predicted: env.Predict(rate, p, fenced)})
 		}
 	}
-	var mu sync.Mutex
+	if err := runTrials(ctx, cfg, rig, row); err != nil {
+		return nil, err
+	}
+	row.ValidFor, row.SuccessorAt = median(row.Cells[0].validFor), median(row.Cells[0].successorAt)
+	return row, nil
+}
+
+// runTrials runs cfg.Trials trials of each cell of row, all at once,
+// their starts staggered and interleaved across cells, each on a key of
+// its own.
+func runTrials(ctx context.Context, cfg EnvelopeConfig, rig *envelopeRig, row *EnvelopeRow) error {
+	var mu sync.Mutex // guards row.Cells and errs
 	var wg sync.WaitGroup
 	var errs []error
 	base := time.Now()
@@ -296,13 +307,10 @@ func runRate(ctx context.Context, cfg EnvelopeConfig, env *Envelope, rate float6
 	for j := range cfg.Trials {
 		for i := range row.Cells {
 			c := &row.Cells[i]
-			f := 0
-			if c.Fenced {
-				f = 1
-			}
+			f := map[bool]int{false: 0, true: 1}[c.Fenced]
 			t := &trial{
 				key: fmt.Sprintf("envelope:%d:%d:%d", base.UnixNano(), i, j), pause: c.Pause, ttl: cfg.TTL,
-				pollFrom: time.Duration(float64(cfg.TTL)/rate) - cfg.TTL/25,
+				pollFrom: time.Duration(float64(cfg.TTL)/row.Rate) - cfg.TTL/25,
 				holder:   rig.lockers[f][0], successor: rig.lockers[f][1], third: rig.third,
 				reg: &register{fenced: c.Fenced}, clock: clock,
 			}
@@ -323,11 +331,7 @@ func runRate(ctx context.Context, cfg EnvelopeConfig, env *Envelope, rate float6
 		}
 	}
 	wg.Wait()
-	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
-		return nil, err
-	}
-	row.ValidFor, row.SuccessorAt = median(row.Cells[0].validFor), median(row.Cells[0].successorAt)
-	return row, nil
+	return errors.Join(append(errs, ctx.Err())...)
 }
 
 func (c *Cell) add(o outcome) {

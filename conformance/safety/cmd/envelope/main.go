@@ -15,7 +15,7 @@
 //
 //	-rates list    node 0's clock rates, comma separated (default 1,1.005,1.01,1.02,1.05)
 //	-ttl d         lock TTL (default 2s)
-//	-trials n      trials per cell (default 8)
+//	-trials n      trials per cell (default 10)
 package main
 
 import (
@@ -40,7 +40,7 @@ import (
 func main() {
 	rates := flag.String("rates", "1,1.005,1.01,1.02,1.05", "node 0's clock rates, comma separated")
 	ttl := flag.Duration("ttl", 2*time.Second, "lock TTL")
-	trials := flag.Int("trials", 8, "trials per cell")
+	trials := flag.Int("trials", 10, "trials per cell")
 	flag.Parse()
 	log.SetFlags(0)
 	cfg := safety.EnvelopeConfig{TTL: *ttl, Trials: *trials, NewNode: newNode,
