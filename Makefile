@@ -127,9 +127,9 @@ bench-smoke: redis
 ## fails on a violation or a key left. CHAOS_FLAGS passes flags (make chaos
 ## CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope (cmd/envelope):
 ## one server's clock fast under libfaketime (x1 to x1.05), holders paused
-## below and past the TTL, with and without fencing; about a minute. Prints
+## below and past the TTL, with and without fencing; about 30 s. Prints
 ## docs/safety.md's table; fails on a violation theory does not predict.
-## ENVELOPE_FLAGS passes flags (make chaos ENVELOPE_FLAGS="-trials 16").
+## ENVELOPE_FLAGS passes flags (make chaos ENVELOPE_FLAGS="-trials 20").
 CHAOS_FLAGS ?=
 ENVELOPE_FLAGS ?=
 MODEL_SEEDS ?= 10000
