@@ -55,7 +55,10 @@ func Libfaketime() (string, error) { return findLib(EnvLibfaketime, libfaketimeG
 // libfaketime with its wall clock (gettimeofday, CLOCK_REALTIME) going rate
 // times as fast as the real one from the moment it starts, which is what
 // redis-server's key expiry reads; its monotonic clock, which times the
-// server's event loop, stays real. rate must be in (0, 100].
+// server's event loop, stays real. rate must be in (0, 100]. (Measured on
+// Debian 12's redis-server at x1.02: with FAKETIME_NO_CACHE or without,
+// faking the monotonic clock or not, it serves and expires keys alike;
+// the cache only delays reading a changed FAKETIME, which is fixed here.)
 //
 // Debian's redis-server links jemalloc, whose start-up reads the clock
 // through libfaketime before libfaketime has initialised, which itself
