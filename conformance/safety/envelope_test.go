@@ -11,17 +11,18 @@ import (
 )
 
 // TestEnvelopeShowsWhereSafetyEnds runs a small sweep whose predictions
-// leave wide margins under load: node 0's clock at x1.25, where a key of
-// PX 500 ms expires there 93 ms before the holder's validity ends, and a
-// pause of 750 ms, past the TTL. Without fencing the register sees a stale
+// leave wide margins under load: node 0's clock at x1.5, where a key of
+// PX 500 ms expires there 160 ms before the holder's validity ends, and a
+// pause of 750 ms, past the TTL. Trials start 50 ms apart, so that one
+// stall of the loaded machine does not spoil every trial of a cell. Without fencing the register sees a stale
 // write in those cells; with fencing, in none, and it refuses the stale
 // holder's writes. (Cells near the limit, x1.01 or x1.02, are for make
 // chaos: their margins are a few milliseconds.)
 func TestEnvelopeShowsWhereSafetyEnds(t *testing.T) {
 	requireFaketime(t)
 	env, err := safety.RunEnvelope(t.Context(), safety.EnvelopeConfig{
-		Rates: []float64{1, 1.25}, Pauses: []time.Duration{0, 750 * time.Millisecond},
-		TTL: 500 * time.Millisecond, Trials: 3, NewNode: newNode, Logf: t.Logf,
+		Rates: []float64{1, 1.5}, Pauses: []time.Duration{0, 750 * time.Millisecond},
+		TTL: 500 * time.Millisecond, Trials: 3, Stagger: 50 * time.Millisecond, NewNode: newNode, Logf: t.Logf,
 	})
 	require.NoError(t, err)
 	t.Log("\n" + env.Table())
@@ -46,5 +47,5 @@ func TestEnvelopeShowsWhereSafetyEnds(t *testing.T) {
 		}
 	}
 	assert.True(t, env.Rows[1].Cells[0].Predicted && !env.Rows[0].Cells[0].Predicted,
-		"theory: a clock at x1.25 breaks the lock without a pause, one at x1 does not")
+		"theory: a clock at x1.5 breaks the lock without a pause, one at x1 does not")
 }
