@@ -33,9 +33,12 @@ LOCKBENCH_FLAGS ?=
 ## modules with no replace (consumer).
 test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
 
-## redis: install redis-server (Debian package) when it is missing.
+## redis: install redis-server and libfaketime (Debian's redis-server and
+## faketime packages) when they are missing: the safety rig's envelope runs
+## a server with a fast clock.
 redis:
 	@scripts/ensure-redis.sh
+	@scripts/ensure-faketime.sh
 
 # in_modules runs a command in each module of MODULES (or of its second
 # argument), with $pkgs set to its packages, and fails, naming them, if it
@@ -122,12 +125,18 @@ bench-smoke: redis
 ## 13 minutes. Prints acquisitions, faults by kind, violations (must be 0),
 ## lock keys left after the TTL (must be 0) and the slowest acquisition;
 ## fails on a violation or a key left. CHAOS_FLAGS passes flags (make chaos
-## CHAOS_FLAGS="-seeds 5 -v").
+## CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope (cmd/envelope):
+## one server's clock fast under libfaketime (x1 to x1.05), holders paused
+## below and past the TTL, with and without fencing; about 30 s. Prints
+## docs/safety.md's table; fails on a violation theory does not predict.
+## ENVELOPE_FLAGS passes flags (make chaos ENVELOPE_FLAGS="-trials 20").
 CHAOS_FLAGS ?=
+ENVELOPE_FLAGS ?=
 MODEL_SEEDS ?= 10000
 chaos: redis
 	QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) $(GO) test -race -run TestModel -count=1 -timeout 60m ./core/
 	cd $(SAFETY) && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/envelope $(ENVELOPE_FLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed
 ## corpora under testdata/fuzz run in every `make test`.

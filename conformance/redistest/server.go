@@ -56,6 +56,7 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	env  []string // added to this process's environment
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -73,6 +74,7 @@ type ServerOption func(*serverConfig)
 
 type serverConfig struct {
 	args  []string
+	env   []string
 	port  int
 	fresh bool
 }
@@ -94,6 +96,16 @@ func WithFresh(on bool) ServerOption {
 // Arguments redis-server refuses make StartServer return its error.
 func WithArgs(args ...string) ServerOption {
 	return func(c *serverConfig) { c.args = append(c.args, args...) }
+}
+
+// WithEnv adds "NAME=value" entries to the server process's environment,
+// which is otherwise this process's, at every start and restart: for
+// example LD_PRELOAD and FAKETIME, to run it with a faster clock
+// (conformance/safety's StartFastServer). Each WithEnv adds to the earlier
+// ones; a later entry of one name wins.
+// Default: none.
+func WithEnv(env ...string) ServerOption {
+	return func(c *serverConfig) { c.env = append(c.env, env...) }
 }
 
 // WithPort runs the server on port; 0 keeps the default.
@@ -121,7 +133,7 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{bin: bin, dir: dir, args: c.args}
+	s := &Server{bin: bin, dir: dir, args: c.args, env: c.env}
 	// A port found free can be taken before the server binds it: try again
 	// with another one.
 	for attempt := 0; ; attempt++ {
@@ -185,6 +197,9 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
+	if len(s.env) > 0 {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	out := new(lockedBuffer)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

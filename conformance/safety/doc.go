@@ -67,6 +67,15 @@
 // models on hand-made histories, and show that porcupine fires on both
 // histories in the one case the Redlock specification admits breaks
 // Redlock (a node restarted at once, empty, while a lock is held) unless
-// the restart guard is on; its cmd/chaos runs the long version. It is a
-// module of its own, so that its tools stay out of the library's go.mod.
+// the restart guard is on; its cmd/chaos runs the long version.
+//
+// RunEnvelope measures where the guarantee ends (cmd/envelope, the last
+// step of `make chaos`): one server's clock runs fast under libfaketime
+// (StartFastServer), holders pause below and past the TTL, and a register
+// the lock protects, fenced or not, counts the stale writes it accepted,
+// against what the drift allowance and the fencing rule predict
+// (docs/safety.md, the safety envelope).
+//
+// It is a module of its own, so that its tools stay out of the library's
+// go.mod.
 package safety
