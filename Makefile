@@ -69,10 +69,18 @@ purity:
 ## clients load both cores for half a minute, and the conformance suites'
 ## timing checks (a paused server must cost one node timeout, not more)
 ## should not share the machine with it.
+## Each module's `go test -json` goes to $(TESTJSON)/<module>.json
+## (through gotestsum, a tool of internal/tools: one line per package on
+## the console, and the output of every failed test at the end), which
+## `make slowest` reads.
 SAFETY := conformance/safety
+TESTJSON ?= $(CURDIR)/.testjson
+gotest = $(GO) tool -modfile=$(TOOLS_MODFILE) gotestsum --format pkgname \
+	--jsonfile $(TESTJSON)/$$(echo "$$m" | sed 's|^\.$$|root|; s|/|_|g').json -- -race -count=1
 unit:
-	@$(call in_modules,$(GO) test -race -count=1 -timeout 20m $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
-	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(GO) test -race -count=1 -timeout 10m $$pkgs,$(SAFETY)))
+	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
+	@$(call in_modules,$(gotest) -timeout 20m $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
+	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(gotest) -timeout 10m $$pkgs,$(SAFETY)))
 
 ## examples: run every program of examples/ (a module of its own) as a
 ## user in a checkout would, from the top directory through the workspace
