@@ -23,15 +23,33 @@ FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions consumer release
+.PHONY: test slowest long redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions consumer release
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
 ## program, a short run of the benchmark program, tidy go.mod files and
 ## a lean module graph for users, and real versions between the modules;
 ## each over every module of MODULES; and a user's build of the published
-## modules with no replace (consumer).
-test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
+## modules with no replace (consumer). The phases run in this order and
+## stop at the first that fails; at the end, failed or not, test prints
+## each phase's wall time and the costliest tests (make slowest).
+TEST_PHASES := redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
+test:
+	@rm -rf $(TESTJSON); times=$$(mktemp); status=0; \
+	for p in $(TEST_PHASES); do \
+		t0=$$(date +%s); \
+		$(MAKE) --no-print-directory $$p || status=$$?; \
+		printf '%8ds  %s\n' $$(( $$(date +%s) - t0 )) $$p >> $$times; \
+		[ $$status = 0 ] || { echo "make test: $$p failed" >&2; break; }; \
+	done; \
+	echo "== wall time per phase"; cat $$times; rm -f $$times; \
+	$(MAKE) --no-print-directory slowest; \
+	exit $$status
+
+## slowest: the ten costliest top-level and leaf tests of the last make
+## unit, from its go test -json records in $(TESTJSON).
+slowest:
+	@cd internal/tools && $(GO) run ./cmd/slowest -n 10 $(TESTJSON)
 
 ## redis: install redis-server (Debian package) when it is missing.
 redis:
