@@ -95,10 +95,25 @@ SAFETY := conformance/safety
 TESTJSON ?= $(CURDIR)/.testjson
 gotest = $(GO) tool -modfile=$(TOOLS_MODFILE) gotestsum --format pkgname \
 	--jsonfile $(TESTJSON)/$$(echo "$$m" | sed 's|^\.$$|root|; s|/|_|g').json -- -race -count=1
+UNIT_TIMEOUT ?= 20m
 unit:
 	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
-	@$(call in_modules,$(gotest) -timeout 20m $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
-	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(gotest) -timeout 10m $$pkgs,$(SAFETY)))
+	@$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
+	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(SAFETY)))
+
+## long: unit in its long form, not part of test: every conformance.Run
+## over the whole strategy × size matrix, whatever its driver, with 200
+## increments per goroutine in MutualExclusion and 2000 fenced
+## acquisitions (QUORUMLOCK_LONG=1; test runs one point of the matrix per
+## driver, 50 and 500: see conformance's package doc, Scope); core's
+## TestModel over MODEL_SEEDS seeds (500 in test); the safety rig's
+## TestSafety over LONG_SAFETY_SEEDS (3 in test). Then the costliest
+## tests. Narrow it with MODULES and PKGS, as unit.
+LONG_SAFETY_SEEDS ?= 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20
+long: redis
+	@QUORUMLOCK_LONG=1 QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) QUORUMLOCK_SAFETY_SEEDS=$(LONG_SAFETY_SEEDS) \
+		$(MAKE) --no-print-directory unit UNIT_TIMEOUT=60m
+	@$(MAKE) --no-print-directory slowest
 
 ## examples: run every program of examples/ (a module of its own) as a
 ## user in a checkout would, from the top directory through the workspace
