@@ -54,9 +54,9 @@
 //
 // Fencing checks core.WithFencing's tokens: 16 Lockers over five servers
 // take one key 500 times (2000 under QUORUMLOCK_LONG=1;
-// WithFencingAcquisitions) while one or two
-// servers at a time are stopped and restarted with their data
-// (Servers.StopKeepingData), and the tokens, in critical-section order,
+// WithFencingAcquisitions), and on through five fault cycles at least,
+// while one or two servers at a time are stopped and restarted with
+// their data (Servers.StopKeepingData), and the tokens, in critical-section order,
 // must strictly increase; and, over clusters when the harness has them,
 // tokens per key (with and without hash tags) strictly increase through
 // several Lockers, one after another and concurrently, with the counter
