@@ -113,13 +113,15 @@ unit:
 ## acquisitions (QUORUMLOCK_LONG=1; test runs one point of the matrix per
 ## driver, 50 and 500: see conformance's package doc, Scope); core's
 ## TestModel over MODEL_SEEDS seeds (500 in test); the safety rig's
-## TestSafety over LONG_SAFETY_SEEDS (3 in test). Then the costliest
-## tests. Narrow it with MODULES and PKGS, as unit.
+## TestSafety over LONG_SAFETY_SEEDS (3 in test). Then, failed or not,
+## the costliest tests. Narrow it with MODULES and PKGS, as unit.
 LONG_SAFETY_SEEDS ?= 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20
 long: redis
-	@QUORUMLOCK_LONG=1 QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) QUORUMLOCK_SAFETY_SEEDS=$(LONG_SAFETY_SEEDS) \
-		$(MAKE) --no-print-directory unit UNIT_TIMEOUT=60m
-	@$(MAKE) --no-print-directory slowest
+	@status=0; \
+	QUORUMLOCK_LONG=1 QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) QUORUMLOCK_SAFETY_SEEDS=$(LONG_SAFETY_SEEDS) \
+		$(MAKE) --no-print-directory unit UNIT_TIMEOUT=60m || status=$$?; \
+	$(MAKE) --no-print-directory slowest; \
+	exit $$status
 
 ## examples: run every program of examples/ (a module of its own) as a
 ## user in a checkout would, from the top directory through the workspace
