@@ -23,15 +23,33 @@ FORBIDDEN := $(DRIVERS)|prometheus|opentelemetry
 # Flags for lockbench in `make bench`, e.g. -quick or -nodes 3.
 LOCKBENCH_FLAGS ?=
 
-.PHONY: test redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions consumer release
+.PHONY: test slowest long redis vet staticcheck purity unit examples quickstart bench bench-drivers bench-smoke chaos fuzz tidy modules versions consumer release
 
 ## test: everything CI checks: redis-server present, vet, staticcheck, the
 ## driver-free seam, every test with the race detector, every example
 ## program, a short run of the benchmark program, tidy go.mod files and
 ## a lean module graph for users, and real versions between the modules;
 ## each over every module of MODULES; and a user's build of the published
-## modules with no replace (consumer).
-test: redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
+## modules with no replace (consumer). The phases run in this order and
+## stop at the first that fails; at the end, failed or not, test prints
+## each phase's wall time and the costliest tests (make slowest).
+TEST_PHASES := redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
+test:
+	@rm -rf $(TESTJSON); times=$$(mktemp); status=0; \
+	for p in $(TEST_PHASES); do \
+		t0=$$(date +%s); \
+		$(MAKE) --no-print-directory $$p || status=$$?; \
+		printf '%8ds  %s\n' $$(( $$(date +%s) - t0 )) $$p >> $$times; \
+		[ $$status = 0 ] || { echo "make test: $$p failed" >&2; break; }; \
+	done; \
+	echo "== wall time per phase"; cat $$times; rm -f $$times; \
+	$(MAKE) --no-print-directory slowest; \
+	exit $$status
+
+## slowest: the ten costliest top-level and leaf tests of the last make
+## unit, from its go test -json records in $(TESTJSON).
+slowest:
+	@cd internal/tools && $(GO) run ./cmd/slowest -n 10 $(TESTJSON)
 
 ## redis: install redis-server and libfaketime (Debian's redis-server and
 ## faketime packages) when they are missing: the safety rig's envelope runs
@@ -72,10 +90,41 @@ purity:
 ## clients load both cores for half a minute, and the conformance suites'
 ## timing checks (a paused server must cost one node timeout, not more)
 ## should not share the machine with it.
+## Each module's `go test -json` goes to $(TESTJSON)/<module>.json
+## (through gotestsum, a tool of internal/tools: one line per package on
+## the console, and the output of every failed test at the end), which
+## `make slowest` reads.
 SAFETY := conformance/safety
+TESTJSON ?= $(CURDIR)/.testjson
+## UNIT_PARALLEL is go test's -parallel: the conformance suites' tests
+## spend most of their time waiting (servers and clusters starting, node
+## timeouts, retry delays), so four at a time per package, on two cores,
+## cut backends/goredis from 90 s to about 60 s (go test's default is
+## GOMAXPROCS, here 2).
+UNIT_PARALLEL ?= 4
+gotest = $(GO) tool -modfile=$(TOOLS_MODFILE) gotestsum --format pkgname \
+	--jsonfile $(TESTJSON)/$$(echo "$$m" | sed 's|^\.$$|root|; s|/|_|g').json -- -race -count=1 -parallel $(UNIT_PARALLEL)
+UNIT_TIMEOUT ?= 20m
 unit:
-	@$(call in_modules,$(GO) test -race -count=1 -timeout 20m $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
-	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(GO) test -race -count=1 -timeout 10m $$pkgs,$(SAFETY)))
+	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
+	@$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
+	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(SAFETY)))
+
+## long: unit in its long form, not part of test: every conformance.Run
+## over the whole strategy × size matrix, whatever its driver, with 200
+## increments per goroutine in MutualExclusion and 2000 fenced
+## acquisitions (QUORUMLOCK_LONG=1; test runs one point of the matrix per
+## driver, 50 and 500: see conformance's package doc, Scope); core's
+## TestModel over MODEL_SEEDS seeds (500 in test); the safety rig's
+## TestSafety over LONG_SAFETY_SEEDS (3 in test). Then, failed or not,
+## the costliest tests. Narrow it with MODULES and PKGS, as unit.
+LONG_SAFETY_SEEDS ?= 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20
+long: redis
+	@status=0; \
+	QUORUMLOCK_LONG=1 QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) QUORUMLOCK_SAFETY_SEEDS=$(LONG_SAFETY_SEEDS) \
+		$(MAKE) --no-print-directory unit UNIT_TIMEOUT=60m || status=$$?; \
+	$(MAKE) --no-print-directory slowest; \
+	exit $$status
 
 ## examples: run every program of examples/ (a module of its own) as a
 ## user in a checkout would, from the top directory through the workspace

@@ -24,16 +24,18 @@
 // errors from a closed client, long, binary and unicode keys, and concurrent
 // use.
 //
-// Locker/N=<n>/<strategy> drives a core.Locker over 1, 3 and 5 nodes with
-// every built-in strategy: acquire and release, contention on a majority and
+// Locker/N=<n>/<strategy> drives a core.Locker over three nodes with the
+// parallel strategy (or, with WithFullMatrix, over 1, 3 and 5 nodes with
+// every built-in strategy; see Scope): acquire and release, contention on a majority and
 // a minority, two Lockers racing, mutual exclusion, extension and lost
 // locks, release of a lock taken over, a cancelled acquisition leaving no
 // key, a minority of servers down (still acquires), a majority down (the
 // outage error, promptly), a paused server (no stall), a restarted server.
 //
 // MutualExclusion/<strategy> has 32 goroutines increment a counter held on
-// a server 200 times each under the lock, with a read-modify-write that only
-// the lock makes atomic: the final count must be exact.
+// a server 50 times each (200 under QUORUMLOCK_LONG=1) under the lock, with
+// a read-modify-write that only the lock makes atomic: the final count must
+// be exact.
 //
 // NodeContract also checks that a release sent after a SET whose call was
 // cancelled in flight reaches the server after it: a Locker's clean-up after
@@ -51,9 +53,10 @@
 // out its retry delay.
 //
 // Fencing checks core.WithFencing's tokens: 16 Lockers over five servers
-// take one key 2000 times (WithFencingAcquisitions) while one or two
-// servers at a time are stopped and restarted with their data
-// (Servers.StopKeepingData), and the tokens, in critical-section order,
+// take one key 500 times (2000 under QUORUMLOCK_LONG=1;
+// WithFencingAcquisitions), and on through five fault cycles at least,
+// while one or two servers at a time are stopped and restarted with
+// their data (Servers.StopKeepingData), and the tokens, in critical-section order,
 // must strictly increase; and, over clusters when the harness has them,
 // tokens per key (with and without hash tags) strictly increase through
 // several Lockers, one after another and concurrently, with the counter
@@ -73,6 +76,35 @@
 // each driver is held, extended and released correctly through each of the
 // others, on the same servers. redistest.MixedHarness gives Run Lockers whose
 // nodes are of different drivers.
+//
+// # Scope: each check where it can fail
+//
+// A strategy never touches a driver: it orders and stops the calls that
+// core makes through the driver's nodes. So a backend is checked at one
+// point of the strategy × size matrix by default, its driver scope: the
+// Locker group at N=3 with parallel (greedy), MutualExclusion with
+// parallel. Parallel is core.New's default, and three nodes are the
+// fewest that reach all a driver does under a Locker: calls to several
+// nodes of one driver at once, a minority refused or down beside a
+// majority that answers, a paused node among live ones. A call cancelled
+// in flight (what the stop-at-quorum modes and FailFast add) reaches a
+// driver only as a cancelled context, which NodeContract checks on one
+// node directly (CancelledContext, CancelledSetThenRelease,
+// BatchCancelled). Every other group uses a strategy of its own and runs
+// whole in every scope: NodeContract with the capabilities, RestartGuard,
+// Lifecycle, NodeHealth, Fencing and Cluster.
+//
+// WithFullMatrix runs the Locker group over every strategy and size, and
+// MutualExclusion under each greedy strategy: it checks the strategies and
+// core on real servers, which needs doing once, not once per driver (this
+// project runs it on memory and on go-redis's single servers). The driver
+// scope is the default because it is what a backend's author needs: the
+// matrix would check this project's strategies again, at many times the
+// cost, and nothing of the backend that the one point does not.
+//
+// QUORUMLOCK_LONG=1 in the environment (make long) gives every Run the
+// full matrix and the long forms of MutualExclusion and Fencing; options
+// given to Run still apply over it.
 //
 // Servers are shared by the tests of a run unless a test injects faults, in
 // which case it gets servers of its own; tests isolate themselves by key.

@@ -36,12 +36,14 @@ func runFencing(t *testing.T, h Harness, cfg runConfig) {
 }
 
 // fencingStrictlyIncreasing has 16 goroutines, each with its own Locker,
-// take one key over five servers until they have made total acquisitions,
-// recording each token inside the critical section, while a minority of
+// take one key over five servers until they have made total acquisitions
+// and seen minFaultCycles fault cycles begin (a fast backend, memory, makes
+// 500 acquisitions within one cycle), recording each token inside the critical section, while a minority of
 // the servers (one or two) is again and again stopped and started with
 // its data, as servers with persistence restart. The tokens, in the order
 // of the critical sections, must strictly increase.
 func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
+	const minFaultCycles = 5
 	const n, goroutines = 5, 16
 	servers := h.Isolated(t, n)
 	seed := time.Now().UnixNano()
@@ -107,7 +109,7 @@ func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
 	start := time.Now()
 	for _, l := range lockers {
 		wg.Go(func() {
-			for claimed.Add(1) <= int64(total) {
+			for claimed.Add(1) <= int64(total) || faults.Load() < minFaultCycles {
 				lock, err := l.Acquire(ctx, k)
 				if !assert.NoError(t, err) {
 					return
@@ -136,8 +138,8 @@ func fencingStrictlyIncreasing(t *testing.T, h Harness, total int) {
 	t.Logf("%d fenced acquisitions in %v, %d fault cycles, %d releases short of a quorum",
 		len(tokens), time.Since(start).Round(time.Millisecond), faults.Load(), releaseFailures.Load())
 
-	require.Len(t, tokens, total)
-	assert.Positive(t, faults.Load(), "servers were restarted during the run")
+	require.GreaterOrEqual(t, len(tokens), total)
+	assert.GreaterOrEqual(t, faults.Load(), int64(minFaultCycles), "servers were restarted during the run")
 	assert.Positive(t, tokens[0])
 	for i := 1; i < len(tokens); i++ {
 		if tokens[i] <= tokens[i-1] {

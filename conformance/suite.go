@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,29 @@ func Strategies() []Strategy {
 	}
 }
 
-// Sizes are the node counts of the locker properties.
+// Sizes are the node counts of the locker properties' full matrix.
 var Sizes = []int{1, 3, 5}
+
+// driverSize is the node count of the driver scope's one point of the
+// matrix, with the strategy parallel (see the package doc, Scope).
+const driverSize = 3
+
+// LongEnv is the environment variable that, set to 1 (make long), gives
+// every Run the full matrix and the long forms of its long checks.
+const LongEnv = "QUORUMLOCK_LONG"
+
+// The short and long forms of the long checks (see WithIncrements and
+// WithFencingAcquisitions).
+const (
+	shortIncrements, longIncrements = 50, 200
+	shortFencing, longFencing       = 500, 2000
+)
 
 // RunOption adjusts a Run.
 type RunOption func(*runConfig)
 
 type runConfig struct {
+	full       bool
 	strategies []Strategy
 	sizes      []int
 	increments int
@@ -51,24 +68,34 @@ type runConfig struct {
 	leakGrace  time.Duration
 }
 
-// WithStrategies restricts the locker properties to the given strategies.
+// WithFullMatrix runs the Locker group over every strategy and size of
+// the matrix (Strategies and Sizes, or WithStrategies and WithSizes), and
+// MutualExclusion under each greedy strategy, instead of the driver
+// scope's one point: for checking strategies and core over real servers,
+// which the project does on memory and on go-redis's single servers.
+func WithFullMatrix() RunOption {
+	return func(c *runConfig) { c.full = true }
+}
+
+// WithStrategies sets the strategies of the full matrix (WithFullMatrix).
 func WithStrategies(s ...Strategy) RunOption {
 	return func(c *runConfig) { c.strategies = s }
 }
 
-// WithSizes restricts the locker properties to the given node counts.
+// WithSizes sets the node counts of the full matrix (WithFullMatrix).
 func WithSizes(n ...int) RunOption {
 	return func(c *runConfig) { c.sizes = n }
 }
 
 // WithIncrements sets how many increments each of the 32 goroutines of the
-// MutualExclusion group makes. Default: 200.
+// MutualExclusion group makes. Default: 50, or 200 under QUORUMLOCK_LONG=1.
 func WithIncrements(n int) RunOption {
 	return func(c *runConfig) { c.increments = n }
 }
 
 // WithFencingAcquisitions sets how many fenced acquisitions the 16
-// goroutines of Fencing/StrictlyIncreasing make in all. Default: 2000.
+// goroutines of Fencing/StrictlyIncreasing make in all. Default: 500, or
+// 2000 under QUORUMLOCK_LONG=1.
 func WithFencingAcquisitions(n int) RunOption {
 	return func(c *runConfig) { c.fencing = n }
 }
@@ -86,9 +113,11 @@ func WithLeakGrace(d time.Duration) RunOption {
 // Run runs the whole suite against the backend of newHarness:
 //
 //   - NodeContract: each protocol operation of one node, directly;
-//   - Locker/N=<n>/<strategy>: the locker properties over n nodes;
+//   - Locker/N=<n>/<strategy>: the locker properties over n nodes, at
+//     N=3 with parallel, or over the whole matrix (WithFullMatrix);
 //   - MutualExclusion/<strategy>: 32 goroutines incrementing a counter held
-//     on a server under the lock, which must end exact;
+//     on a server under the lock, which must end exact; under parallel, or
+//     each greedy strategy of the matrix;
 //   - Lifecycle: keep-alive, the notice of a lock's end (Done, Err,
 //     Context, Do) on outages, deleted keys and release, and the wake of a
 //     waiter on release;
@@ -107,6 +136,10 @@ func WithLeakGrace(d time.Duration) RunOption {
 //   - Cluster: when the harness's servers are Redis Clusters
 //     (ClusterServers), keys over every master, one slot per lock, and a
 //     master killed mid-run.
+//
+// The package doc's Scope says why one point of the strategy × size
+// matrix is the default. QUORUMLOCK_LONG=1 runs the full matrix and the
+// long forms of MutualExclusion and Fencing.
 //
 // It checks for leaked goroutines after the harness is closed, so call it
 // from a top-level test that does not run in parallel with others.
@@ -170,10 +203,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 // begin starts a run: it applies opts, makes the harness, and arranges for
 // it to be closed and for goroutines left behind to fail the run.
 func begin(t *testing.T, newHarness HarnessMaker, opts []RunOption) (Harness, runConfig) {
-	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: 200, fencing: 2000, leakGrace: LeakGrace}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(t, opts)
 	requireNoSkipUnderCI(t)
 	ignore := goleak.IgnoreCurrent()
 	h := newHarness(t)
@@ -185,6 +215,35 @@ func begin(t *testing.T, newHarness HarnessMaker, opts []RunOption) (Harness, ru
 		}
 	})
 	return h, cfg
+}
+
+// newConfig applies opts over the defaults of the scope and run length
+// that QUORUMLOCK_LONG asks for, and narrows the matrix to the driver
+// scope's one point unless the run is full.
+func newConfig(t *testing.T, opts []RunOption) runConfig {
+	cfg := runConfig{strategies: Strategies(), sizes: Sizes, increments: shortIncrements, fencing: shortFencing, leakGrace: LeakGrace}
+	if long(t) {
+		cfg.full, cfg.increments, cfg.fencing = true, longIncrements, longFencing
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if !cfg.full {
+		cfg.strategies, cfg.sizes = []Strategy{parallel}, []int{driverSize}
+	}
+	return cfg
+}
+
+// long reports whether QUORUMLOCK_LONG asks for the long run; a value
+// that is not a boolean fails the test rather than choosing for it.
+func long(t *testing.T) bool {
+	v := os.Getenv(LongEnv)
+	if v == "" {
+		return false
+	}
+	on, err := strconv.ParseBool(v)
+	require.NoError(t, err, "conformance: %s=%q: want 1 or 0", LongEnv, v)
+	return on
 }
 
 // requireNoSkipUnderCI turns skips into failures when CI is set: a missing

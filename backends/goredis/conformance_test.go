@@ -25,9 +25,14 @@ func cluster(addrs []string) (core.Node, func() error, error) {
 	return node, rdb.Close, err
 }
 
+// TestConformance runs the suite over single servers with the full
+// strategy × size matrix: the one real driver on which the project checks
+// the strategies and core over real servers (memory is the other); the
+// other drivers, and the clusters, run the driver scope (conformance's
+// package doc, Scope).
 func TestConformance(t *testing.T) {
 	t.Run("goredis/single", func(t *testing.T) {
-		conformance.Run(t, redistest.Harness(single))
+		conformance.Run(t, redistest.Harness(single), conformance.WithFullMatrix())
 	})
 	t.Run("goredis/cluster", func(t *testing.T) {
 		conformance.Run(t, redistest.ClusterHarness(cluster), conformance.WithSizes(1, 3))

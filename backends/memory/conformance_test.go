@@ -13,9 +13,11 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
+// TestConformance runs the suite with the full strategy × size matrix:
+// memory is the reference backend, and the matrix is cheap on it.
 func TestConformance(t *testing.T) {
 	t.Run("memory/in-process", func(t *testing.T) {
-		conformance.Run(t, func(*testing.T) conformance.Harness { return &harness{} })
+		conformance.Run(t, func(*testing.T) conformance.Harness { return &harness{} }, conformance.WithFullMatrix())
 	})
 }
 
