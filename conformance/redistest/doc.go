@@ -27,7 +27,10 @@
 // RunDial, RunDialSecurity and RequireDialCluster check what every
 // backend's Dial promises; RunDatabases, that one server is one vote
 // through any database; StartTestServer, TestContext, AdminClient and
-// RequireHeldEverywhere serve a backend's own tests.
+// RequireHeldEverywhere serve a backend's own tests. A package's tests
+// share servers through SharedServers (started once per test binary, no
+// faults) and TestServers (a test's own, from the binary's pool, reset as
+// a harness resets them); Main stops both.
 //
 // The redis-server binary comes from $QUORUMLOCK_REDIS_SERVER or PATH.
 // RequireServer fails the test under CI=true when there is none, and skips

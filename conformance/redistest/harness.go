@@ -455,12 +455,17 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // Main is a TestMain for packages that test against real servers: it
-// quiets go-redis's logs (QuietRedisLogs), runs the tests, and then fails
-// the run if goroutines started by them are still running after a grace of
-// three seconds for drivers' background work (goleak).
+// quiets go-redis's logs (QuietRedisLogs), runs the tests, stops the
+// servers of SharedServers and TestServers (CloseServers), and then fails
+// the run if goroutines started by the tests are still running after a
+// grace of three seconds for drivers' background work (goleak).
 func Main(m *testing.M) {
 	QuietRedisLogs()
 	code := m.Run()
+	if err := CloseServers(); err != nil {
+		fmt.Fprintf(os.Stderr, "redistest: stopping the servers: %v\n", err)
+		code = 1
+	}
 	if code == 0 {
 		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)

@@ -232,3 +232,34 @@ func clientsOf(t *testing.T, c *Cluster) []*redis.Client {
 	}
 	return out
 }
+
+// TestServers hands a test's servers, once it has ended, to a later test
+// of the binary, as new; SharedServers starts its servers once.
+func TestTestServersComeBackNew(t *testing.T) {
+	var addrs []string
+	t.Run("first", func(t *testing.T) {
+		list := TestServers(t, 2)
+		addrs = []string{list[0].Addr(), list[1].Addr()}
+		require.NoError(t, AdminClient(t, addrs[0]).Set(t.Context(), "k", "v", 0).Err())
+		require.NoError(t, list[0].Pause())
+		require.NoError(t, list[1].Stop())
+	})
+	process.mu.Lock()
+	p := process.pool
+	process.mu.Unlock()
+	p.resets.Wait()
+	t.Run("second", func(t *testing.T) {
+		list := TestServers(t, 2)
+		got := []string{list[0].Addr(), list[1].Addr()}
+		assert.ElementsMatch(t, addrs, got, "the same servers, reused")
+		for _, s := range list {
+			require.True(t, s.Running())
+			keys, err := AdminClient(t, s.Addr()).Keys(t.Context(), "*").Result()
+			require.NoError(t, err)
+			assert.Equal(t, []string{driver.BirthKey}, keys, "empty and adopted")
+		}
+	})
+	shared := SharedServers(t, 2)
+	assert.Equal(t, shared, SharedServers(t, 2), "started once")
+	assert.Equal(t, shared[:1], SharedServers(t, 1))
+}
