@@ -338,14 +338,11 @@ func (s *single) close() error {
 	return errors.Join(err, s.Close())
 }
 
-// reset revives and scrubs the server (adopted, as StartServer leaves
-// it) and gives it a new control client.
+// reset renews the server (adopted, as StartServer leaves it) and gives
+// it a new control client.
 func (s *single) reset(ctx context.Context) error {
 	_ = s.ctl.Close()
-	if err := revive(ctx, s.Server, s.config); err != nil {
-		return err
-	}
-	if err := scrub(ctx, s.Addr(), true); err != nil {
+	if err := renew(ctx, s.Server, s.config, true); err != nil {
 		return err
 	}
 	s.ctl = plainClient(s.Addr())

@@ -61,8 +61,16 @@ func (p *pool) take(ctx context.Context, n int) ([]target, error) {
 // give hands list back when its test has ended (every client the test
 // made is closed): each target is reset in the background, then kept for
 // a later take. A target whose reset fails is closed, and the failure
-// reported by close.
+// reported by close. After close, give closes the targets.
 func (p *pool) give(list []target) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, tg := range list {
+			_ = tg.close()
+		}
+		return
+	}
 	for _, tg := range list {
 		p.resets.Add(1)
 		go func() {
@@ -162,6 +170,14 @@ func scrub(ctx context.Context, addr string, adopt bool) error {
 		return fmt.Errorf("scrubbing %s: %w", addr, err)
 	}
 	return nil
+}
+
+// renew makes s what a new server is: revived, then scrubbed.
+func renew(ctx context.Context, s *Server, want string, adopt bool) error {
+	if err := revive(ctx, s, want); err != nil {
+		return err
+	}
+	return scrub(ctx, s.Addr(), adopt)
 }
 
 // revive brings s back as a new server is, short of a scrub: resumed if
