@@ -21,7 +21,8 @@ type Harness interface {
 	// starts them once and stops them in Close.
 	Shared(t *testing.T, n int) Servers
 	// Isolated returns n servers that only the calling test uses; faults may
-	// be injected. They are stopped when the test ends.
+	// be injected. When the test ends they are stopped, or reset to what new
+	// servers are and handed to a later test.
 	Isolated(t *testing.T, n int) Servers
 	// ClosedNode returns a node whose underlying client has been closed:
 	// every call on it must fail, and never panic or hang.

@@ -97,11 +97,7 @@ func TestBuiltClientsGetCredentialsAndTLS(t *testing.T) {
 // with Config's credentials.
 func TestPassword(t *testing.T) {
 	t.Parallel()
-	redistest.RequireServer(t)
-	// redistest checks a server with INFO, so the password is set after.
-	srv, err := redistest.StartServer(testCtx(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	srv := redistest.TestServers(t, 1)[0]
 	require.NoError(t, plainClient(t, srv.Addr()).ConfigSet(testCtx(t), "requirepass", "s3cret").Err())
 	addrs := []string{srv.Addr()}
 	for _, name := range drivers {

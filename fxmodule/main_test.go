@@ -2,68 +2,30 @@ package fxmodule_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/quorumlock/quorumlock/conformance"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	// Every driver, so that the tests dial with each.
 	_ "github.com/quorumlock/quorumlock/fxmodule/redigo"
 	_ "github.com/quorumlock/quorumlock/fxmodule/valkey"
 )
 
-// The tests share three redis-server processes, started by the first test
-// that needs them; each test uses keys of its own.
-var shared struct {
-	once    sync.Once
-	servers []*redistest.Server
-	err     error
-}
+// TestMain stops the servers the tests share (redistest.SharedServers
+// and TestServers) and then checks that no goroutine outlived them.
+func TestMain(m *testing.M) { redistest.Main(m) }
 
-func TestMain(m *testing.M) {
-	redistest.QuietRedisLogs()
-	code := m.Run()
-	for _, s := range shared.servers {
-		if err := s.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing redis-server:", err)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// servers returns the addresses of the three shared servers.
+// servers returns the addresses of three servers that the tests share;
+// each test uses keys of its own.
 func servers(t *testing.T) []string {
 	t.Helper()
-	redistest.RequireServer(t)
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for range 3 {
-			s, err := redistest.StartServer(ctx)
-			if err != nil {
-				shared.err = err
-				return
-			}
-			shared.servers = append(shared.servers, s)
-		}
-	})
-	require.NoError(t, shared.err, "starting the shared redis-servers")
-	addrs := make([]string, len(shared.servers))
-	for i, s := range shared.servers {
+	list := redistest.SharedServers(t, 3)
+	addrs := make([]string, len(list))
+	for i, s := range list {
 		addrs[i] = s.Addr()
 	}
 	return addrs

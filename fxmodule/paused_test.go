@@ -17,11 +17,8 @@ import (
 func TestStartBoundedByPingTimeout(t *testing.T) {
 	t.Parallel()
 	live := servers(t)
-	srv, err := redistest.StartServer(testCtx(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, srv.Close()) })
+	srv := redistest.TestServers(t, 1)[0]
 	require.NoError(t, srv.Pause())
-	t.Cleanup(func() { assert.NoError(t, srv.Resume()) })
 
 	for _, driver := range drivers {
 		t.Run(driver, func(t *testing.T) {

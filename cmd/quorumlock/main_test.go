@@ -49,9 +49,13 @@ func addrsOf(servers []*redistest.Server) []string {
 	return addrs
 }
 
-// ownServers starts n servers for the calling test alone.
+// ownServers returns n servers for the calling test alone: from the test
+// binary's pool (redistest.TestServers), or, with options, new ones.
 func ownServers(t *testing.T, n int, opts ...redistest.ServerOption) []*redistest.Server {
 	t.Helper()
+	if len(opts) == 0 {
+		return redistest.TestServers(t, n)
+	}
 	redistest.RequireServer(t)
 	servers := make([]*redistest.Server, n)
 	for i := range servers {

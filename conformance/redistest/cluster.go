@@ -60,19 +60,32 @@ func StartCluster(ctx context.Context, masters int, opts ...ServerOption) (*Clus
 		c.closeServers()
 		return nil, err
 	}
-	c.control = redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:                 c.Addrs(),
+	c.control = newControl(c.Addrs())
+	if err := c.form(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newControl returns the cluster client of the test's own reads and
+// writes.
+func newControl(addrs []string) *redis.ClusterClient {
+	return redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 addrs,
 		ContextTimeoutEnabled: true,
 		MaxRedirects:          3,
 		MaxRetries:            -1,
 		DialerRetries:         1,
 		PoolSize:              16,
 	})
-	if err := c.form(ctx); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return c, nil
+}
+
+// renewControl replaces the control client with a new one (WaitHealthy
+// teaches it the slot map); no test may be using the old one.
+func (c *Cluster) renewControl() {
+	_ = c.control.Close()
+	c.control = newControl(c.Addrs())
 }
 
 // startClusterServer starts one master on a port whose cluster bus port
@@ -149,8 +162,10 @@ func plainClient(addr string) *redis.Client {
 }
 
 // WaitHealthy waits until every running master reports the cluster state
-// ok, knows every master, and sees all the slots of running masters
-// assigned; it fails after 30 s or when ctx ends.
+// ok, knows every master, sees all the slots of running masters assigned,
+// and has its links to the others connected and none of them flagged as
+// failing (a master killed and started again stays flagged by the others
+// for up to twice the node timeout); it fails after 30 s or when ctx ends.
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
 	defer cancel()
@@ -198,6 +213,36 @@ func (c *Cluster) unhealthy(ctx context.Context, clients []*redis.Client) error 
 			if info[k] != v {
 				return fmt.Errorf("redistest: cluster master %s reports %s:%s, want %s", s.Addr(), k, info[k], v)
 			}
+		}
+		if err := linksOK(ctx, clients[m]); err != nil {
+			return fmt.Errorf("redistest: cluster master %s: %w", s.Addr(), err)
+		}
+	}
+	return nil
+}
+
+// linksOK returns what CLUSTER NODES on one master shows amiss: a node
+// flagged failing (fail, fail?), not yet known (handshake, noaddr), or a
+// link that is not connected.
+func linksOK(ctx context.Context, c *redis.Client) error {
+	text, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("CLUSTER NODES: %w", err)
+	}
+	for line := range strings.Lines(text) {
+		// id addr flags master ping-sent pong-recv epoch link-state slots...
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		for flag := range strings.SplitSeq(f[2], ",") {
+			switch flag {
+			case "fail", "fail?", "handshake", "noaddr":
+				return fmt.Errorf("node %s is flagged %s", f[1], flag)
+			}
+		}
+		if f[7] != "connected" {
+			return fmt.Errorf("node %s's link is %s", f[1], f[7])
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -63,6 +64,7 @@ func MixedHarness(factories ...NodeFactory) conformance.HarnessMaker {
 			node: func(i int, tg target) (core.Node, func() error, error) {
 				return singleNode(factories[i%len(factories)])(i, tg)
 			},
+			pool: newPool(startSingle),
 		}
 	}
 }
@@ -78,6 +80,7 @@ func ClusterHarness(factory ClusterFactory) conformance.HarnessMaker {
 			start:   startClusterTarget,
 			node:    clusterNode(factory),
 			cluster: true,
+			pool:    newPool(startClusterTarget),
 		}
 	}
 }
@@ -135,6 +138,9 @@ type target interface {
 	start(ctx context.Context) error
 	pause() error
 	resume() error
+	// reset makes the target what a new one is, once the test that used
+	// it has ended and closed its clients.
+	reset(ctx context.Context) error
 	close() error
 }
 
@@ -142,6 +148,7 @@ type harness struct {
 	start   func(ctx context.Context) (target, error)
 	node    nodeFunc
 	cluster bool
+	pool    *pool // the isolated targets, reused test after test
 
 	mu     sync.Mutex
 	shared []target // started on first use, stopped by Close
@@ -152,45 +159,22 @@ func (h *harness) Shared(t *testing.T, n int) conformance.Servers {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if missing := n - len(h.shared); missing > 0 {
-		list, err := h.startAll(t.Context(), missing)
+		list, err := startAll(t.Context(), h.start, missing)
 		h.shared = append(h.shared, list...)
 		require.NoError(t, err)
 	}
 	return h.servers(h.shared[:n], true)
 }
 
+// Isolated takes n targets from the harness's pool, which starts those it
+// lacks, and gives them back when t ends, to be reset for the next test:
+// a reused target is indistinguishable from a new one to the suite.
 func (h *harness) Isolated(t *testing.T, n int) conformance.Servers {
 	t.Helper()
-	list, err := h.startAll(t.Context(), n)
-	t.Cleanup(func() {
-		for _, tg := range list {
-			_ = tg.close()
-		}
-	})
+	list, err := h.pool.take(t.Context(), n)
+	t.Cleanup(func() { h.pool.give(list) })
 	require.NoError(t, err)
 	return h.servers(list, false)
-}
-
-// startAll starts n targets at once; on error it returns those it started.
-func (h *harness) startAll(ctx context.Context, n int) ([]target, error) {
-	list := make([]target, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range list {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			list[i], errs[i] = h.start(ctx)
-		}()
-	}
-	wg.Wait()
-	started := list[:0]
-	for _, tg := range list {
-		if tg != nil {
-			started = append(started, tg)
-		}
-	}
-	return started, errors.Join(errs...)
 }
 
 func (h *harness) servers(list []target, shared bool) conformance.Servers {
@@ -217,7 +201,7 @@ func (h *harness) Close() error {
 		errs = append(errs, tg.close())
 	}
 	h.shared = nil
-	return errors.Join(errs...)
+	return errors.Join(append(errs, h.pool.close())...)
 }
 
 // targetOf returns what stands behind server i of s, which must come from
@@ -318,7 +302,8 @@ func (s *servers) Resume(i int) error { return s.fault(i, target.resume) }
 // backend under test.
 type single struct {
 	*Server
-	ctl *redis.Client
+	ctl    *redis.Client
+	config string // the server's configuration when new (fingerprint)
 }
 
 func startSingle(ctx context.Context) (target, error) {
@@ -326,7 +311,11 @@ func startSingle(ctx context.Context) (target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &single{Server: s, ctl: plainClient(s.Addr())}, nil
+	config, err := configOf(ctx, s.Addr())
+	if err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
+	return &single{Server: s, ctl: plainClient(s.Addr()), config: config}, nil
 }
 
 func (s *single) addrs() []string                { return []string{s.Addr()} }
@@ -341,45 +330,91 @@ func (s *single) stopKeepingData(ctx context.Context) error {
 func (s *single) start(ctx context.Context) error { return s.Restart(ctx) }
 func (s *single) pause() error                    { return s.Pause() }
 func (s *single) resume() error                   { return s.Resume() }
-func (s *single) close() error                    { return errors.Join(s.ctl.Close(), s.Close()) }
+func (s *single) close() error {
+	err := s.ctl.Close()
+	if errors.Is(err, redis.ErrClosed) {
+		err = nil
+	}
+	return errors.Join(err, s.Close())
+}
+
+// reset renews the server (adopted, as StartServer leaves it) and gives
+// it a new control client.
+func (s *single) reset(ctx context.Context) error {
+	_ = s.ctl.Close()
+	if err := renew(ctx, s.Server, s.config, true); err != nil {
+		return err
+	}
+	s.ctl = plainClient(s.Addr())
+	return nil
+}
 
 // clusterTarget is one Redis Cluster behind one node.
-type clusterTarget struct{ *Cluster }
+type clusterTarget struct {
+	*Cluster
+	configs []string // each master's configuration when new (fingerprint)
+}
 
 func startClusterTarget(ctx context.Context) (target, error) {
 	c, err := StartCluster(ctx, ClusterMasters)
 	if err != nil {
 		return nil, err
 	}
-	return clusterTarget{c}, nil
+	tg := &clusterTarget{Cluster: c}
+	for _, m := range c.Masters() {
+		config, err := configOf(ctx, m.Addr())
+		if err != nil {
+			return nil, errors.Join(err, c.Close())
+		}
+		tg.configs = append(tg.configs, config)
+	}
+	return tg, nil
 }
 
-func (c clusterTarget) addrs() []string                { return c.Addrs() }
-func (c clusterTarget) control() redis.UniversalClient { return c.Control() }
-func (c clusterTarget) flushScripts(ctx context.Context) error {
+func (c *clusterTarget) addrs() []string                { return c.Addrs() }
+func (c *clusterTarget) control() redis.UniversalClient { return c.Control() }
+func (c *clusterTarget) flushScripts(ctx context.Context) error {
 	return c.each(func(s *Server) error {
 		cl := plainClient(s.Addr())
 		defer cl.Close()
 		return cl.ScriptFlush(ctx).Err()
 	})
 }
-func (c clusterTarget) stop() error { return c.Stop() }
+func (c *clusterTarget) stop() error { return c.Stop() }
 
 // errClusterKeep is StopKeepingData's answer for a cluster.
 var errClusterKeep = fmt.Errorf("redistest: StopKeepingData is not supported for clusters: %w", errors.ErrUnsupported)
 
-func (c clusterTarget) stopKeepingData(context.Context) error { return errClusterKeep }
-func (c clusterTarget) start(ctx context.Context) error       { return c.Restart(ctx) }
-func (c clusterTarget) pause() error                          { return c.Pause() }
-func (c clusterTarget) resume() error                         { return c.Resume() }
-func (c clusterTarget) close() error                          { return c.Close() }
+func (c *clusterTarget) stopKeepingData(context.Context) error { return errClusterKeep }
+func (c *clusterTarget) start(ctx context.Context) error       { return c.Restart(ctx) }
+func (c *clusterTarget) pause() error                          { return c.Pause() }
+func (c *clusterTarget) resume() error                         { return c.Resume() }
+func (c *clusterTarget) close() error                          { return c.Close() }
+
+// reset revives every master (a killed one comes back with its place in
+// the cluster, from its nodes.conf), waits until the cluster is healthy
+// and no master flags another as failing, with a new control client, and
+// scrubs every master.
+func (c *clusterTarget) reset(ctx context.Context) error {
+	masters := c.Masters()
+	if err := c.each(func(s *Server) error {
+		return revive(ctx, s, c.configs[slices.Index(masters, s)])
+	}); err != nil {
+		return err
+	}
+	c.renewControl()
+	if err := c.WaitHealthy(ctx); err != nil {
+		return err
+	}
+	return c.each(func(s *Server) error { return scrub(ctx, s.Addr(), false) })
+}
 
 // clusterServers are servers that are each a Redis Cluster.
 type clusterServers struct{ *servers }
 
 var _ conformance.ClusterServers = (*clusterServers)(nil)
 
-func (s *clusterServers) cluster(i int) *Cluster { return s.list[i].(clusterTarget).Cluster }
+func (s *clusterServers) cluster(i int) *Cluster { return s.list[i].(*clusterTarget).Cluster }
 
 func (s *clusterServers) Masters() int { return ClusterMasters }
 
@@ -417,12 +452,17 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // Main is a TestMain for packages that test against real servers: it
-// quiets go-redis's logs (QuietRedisLogs), runs the tests, and then fails
-// the run if goroutines started by them are still running after a grace of
-// three seconds for drivers' background work (goleak).
+// quiets go-redis's logs (QuietRedisLogs), runs the tests, stops the
+// servers of SharedServers and TestServers (CloseServers), and then fails
+// the run if goroutines started by the tests are still running after a
+// grace of three seconds for drivers' background work (goleak).
 func Main(m *testing.M) {
 	QuietRedisLogs()
 	code := m.Run()
+	if err := CloseServers(); err != nil {
+		fmt.Fprintf(os.Stderr, "redistest: stopping the servers: %v\n", err)
+		code = 1
+	}
 	if code == 0 {
 		if err := conformance.FindLeaks(conformance.LeakGrace); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests: %v\n", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/middleware/httplock"
 )
@@ -107,7 +108,7 @@ func TestNewValidates(t *testing.T) {
 
 // Twenty requests for one key with WithWait are served one at a time.
 func TestWaitServesOneAtATime(t *testing.T) {
-	locker := newLocker(t, shared.get(t), core.WithTries(1000))
+	locker := newLocker(t, redistest.SharedServers(t, 3), core.WithTries(1000))
 	var (
 		inside  atomic.Int32
 		overlap atomic.Bool
@@ -160,7 +161,7 @@ func TestWaitServesOneAtATime(t *testing.T) {
 
 // A blocking handler holds the key; others are told it is busy.
 func TestNoWaitBusy(t *testing.T) {
-	locker := newLocker(t, shared.get(t))
+	locker := newLocker(t, redistest.SharedServers(t, 3))
 	entered, release := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int32
 	handler := func(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +205,7 @@ func TestNoWaitBusy(t *testing.T) {
 
 // Requests for different keys run at the same time.
 func TestDifferentKeysRunConcurrently(t *testing.T) {
-	locker := newLocker(t, shared.get(t))
+	locker := newLocker(t, redistest.SharedServers(t, 3))
 	entered, release := make(chan string, 2), make(chan struct{})
 	mux := route(t, locker, func(w http.ResponseWriter, r *http.Request) {
 		entered <- r.PathValue("id")
@@ -236,7 +237,7 @@ func TestDifferentKeysRunConcurrently(t *testing.T) {
 }
 
 func TestMissingKey(t *testing.T) {
-	locker := newLocker(t, shared.get(t))
+	locker := newLocker(t, redistest.SharedServers(t, 3))
 	var ran, locked atomic.Int32
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ran.Add(1)
@@ -268,7 +269,7 @@ func TestMissingKey(t *testing.T) {
 // A lock deleted behind the holder's back cancels the handler's context
 // with the lost-lock cause at the next extension.
 func TestLockLostCancelsHandler(t *testing.T) {
-	list := shared.get(t)
+	list := redistest.SharedServers(t, 3)
 	locker := newLocker(t, list, core.WithTTL(time.Second), core.WithKeepAlive(100*time.Millisecond))
 	entered, causes := make(chan string, 1), make(chan error, 1)
 	mux := route(t, locker, func(w http.ResponseWriter, r *http.Request) {
@@ -300,7 +301,7 @@ func TestLockLostCancelsHandler(t *testing.T) {
 
 // A panicking handler releases the lock, and the panic goes on.
 func TestPanicReleasesLock(t *testing.T) {
-	locker := newLocker(t, shared.get(t))
+	locker := newLocker(t, redistest.SharedServers(t, 3))
 	boom := errors.New("boom")
 	mux := route(t, locker, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Panic") != "" {
@@ -322,7 +323,7 @@ func TestPanicReleasesLock(t *testing.T) {
 
 // With the servers down, requests are answered 503 with Retry-After.
 func TestUnavailable(t *testing.T) {
-	list := dedicatedServers(t, 3)
+	list := redistest.TestServers(t, 3)
 	locker := newLocker(t, list)
 	var ran atomic.Int32
 	handler := func(http.ResponseWriter, *http.Request) { ran.Add(1) }

@@ -3,86 +3,20 @@ package httplock_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	qlrueidis "github.com/quorumlock/quorumlock/backends/rueidis"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 )
 
-// TestMain stops the shared servers after the tests and then checks that
-// no goroutine outlived them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(run{m}) }
-
-type run struct{ m *testing.M }
-
-func (r run) Run() int {
-	code := r.m.Run()
-	shared.close()
-	return code
-}
-
-// shared holds the three redis-server processes that the tests of this
-// package share, started on first use.
-var shared servers
-
-type servers struct {
-	once sync.Once
-	list []*redistest.Server
-	err  error
-}
-
-func (s *servers) get(t *testing.T) []*redistest.Server {
-	t.Helper()
-	redistest.RequireServer(t)
-	s.once.Do(func() { s.list, s.err = startServers(3) })
-	require.NoError(t, s.err)
-	return s.list
-}
-
-func (s *servers) close() {
-	for _, srv := range s.list {
-		_ = srv.Close()
-	}
-}
-
-// startServers starts n servers, each start bounded by a deadline.
-func startServers(n int) ([]*redistest.Server, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var list []*redistest.Server
-	for range n {
-		srv, err := redistest.StartServer(ctx)
-		if err != nil {
-			for _, s := range list {
-				_ = s.Close()
-			}
-			return nil, err
-		}
-		list = append(list, srv)
-	}
-	return list, nil
-}
-
-// dedicatedServers starts n servers for one test, closed when it ends.
-func dedicatedServers(t *testing.T, n int) []*redistest.Server {
-	t.Helper()
-	redistest.RequireServer(t)
-	list, err := startServers(n)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, srv := range list {
-			_ = srv.Close()
-		}
-	})
-	return list
-}
+// TestMain stops the servers the tests share (redistest.SharedServers
+// and TestServers) and then checks that no goroutine outlived them.
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // newLocker returns a Locker over one rueidis node per server, closed (with
 // its clients) when the test ends.

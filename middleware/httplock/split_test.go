@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
 )
 
@@ -22,7 +23,7 @@ func TestBurstOnFreeKeyServesOne(t *testing.T) {
 	const requests, bursts = 20, 200
 	// A node timeout that a loaded machine does not reach: this test is
 	// about contention, not outages (503).
-	locker := newLocker(t, shared.get(t), core.WithNodeTimeout(500*time.Millisecond))
+	locker := newLocker(t, redistest.SharedServers(t, 3), core.WithNodeTimeout(500*time.Millisecond))
 	entered := make(chan struct{}, requests)
 	var release atomic.Pointer[chan struct{}]
 	mux := route(t, locker, func(w http.ResponseWriter, r *http.Request) {
