@@ -28,13 +28,15 @@ func TestStartBoundedByPingTimeout(t *testing.T) {
 			// A rueidis or valkey-go client connects when made, but the
 			// module waits for a hung server's one node timeout at most
 			// (the backends' Dial), not its 5 s dial timeout.
-			assert.Less(t, time.Since(begin), 2*time.Second, "construction")
+			assert.Less(t, time.Since(begin), 3*time.Second, "construction")
 			begin = time.Now()
 			err := app.Start(testCtx(t))
 			took := time.Since(begin)
 			require.Error(t, err)
 			assert.ErrorContains(t, err, "node "+srv.Addr()+": ")
-			assert.Less(t, took, time.Second, "start")
+			// 10 PingTimeouts: wide for a loaded machine, and still well
+			// below the drivers' own 5 s timeouts that it must not wait.
+			assert.Less(t, took, 2*time.Second, "start")
 		})
 	}
 }
