@@ -35,7 +35,7 @@ LOCKBENCH_FLAGS ?=
 ## each phase's wall time and the costliest tests (make slowest).
 TEST_PHASES := redis vet staticcheck purity unit examples bench-smoke tidy modules versions consumer
 test:
-	@rm -rf $(TESTJSON); times=$$(mktemp); status=0; \
+	@rm -rf $(TESTJSON); times=$$(mktemp); status=0; start=$$(date +%s); \
 	for p in $(TEST_PHASES); do \
 		t0=$$(date +%s); \
 		$(MAKE) --no-print-directory $$p || status=$$?; \
@@ -43,6 +43,7 @@ test:
 		[ $$status = 0 ] || { echo "make test: $$p failed" >&2; break; }; \
 	done; \
 	echo "== wall time per phase"; cat $$times; rm -f $$times; \
+	printf '%8ds  %s\n' $$(( $$(date +%s) - start )) 'make test, in all'; \
 	$(MAKE) --no-print-directory slowest; \
 	exit $$status
 
