@@ -24,25 +24,7 @@ if compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || [ -r /usr/lib
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "ensure-faketime: libfaketime is not installed and apt-get is not available." >&2
-  echo "ensure-faketime: install libfaketime 0.9.10 or later, or set QUORUMLOCK_LIBFAKETIME to libfaketime.so.1." >&2
-  exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    sudo="sudo -n"
-  else
-    echo "ensure-faketime: libfaketime is not installed, and installing it needs root (or passwordless sudo)." >&2
-    echo "ensure-faketime: run: sudo apt-get update && sudo apt-get install -y faketime" >&2
-    exit 1
-  fi
-fi
-
-echo "ensure-faketime: installing faketime (libfaketime) from Debian's packages..."
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends faketime >/dev/null
+"$(dirname "$0")/apt-install.sh" ensure-faketime libfaketime \
+  "install libfaketime 0.9.10 or later, or set QUORUMLOCK_LIBFAKETIME to libfaketime.so.1." \
+  faketime
 compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || { echo "ensure-faketime: installation failed" >&2; exit 1; }

@@ -14,28 +14,10 @@ if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>
   exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "ensure-redis: redis-server is not installed and apt-get is not available." >&2
-  echo "ensure-redis: install Redis 7 (redis-server and redis-cli on PATH), or set QUORUMLOCK_REDIS_SERVER." >&2
-  exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    sudo="sudo -n"
-  else
-    echo "ensure-redis: redis-server is not installed, and installing it needs root (or passwordless sudo)." >&2
-    echo "ensure-redis: run: sudo apt-get update && sudo apt-get install -y redis-server redis-tools" >&2
-    exit 1
-  fi
-fi
-
-echo "ensure-redis: installing redis-server and redis-tools from Debian's packages..."
-export DEBIAN_FRONTEND=noninteractive
 # The package may start a system service on 6379 where systemd runs; the
 # tests never use it.
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+"$(dirname "$0")/apt-install.sh" ensure-redis redis-server \
+  "install Redis 7 (redis-server and redis-cli on PATH), or set QUORUMLOCK_REDIS_SERVER." \
+  redis-server redis-tools
 command -v redis-server >/dev/null 2>&1 || { echo "ensure-redis: installation failed" >&2; exit 1; }
 redis-server --version
