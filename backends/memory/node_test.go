@@ -89,3 +89,28 @@ func TestNilOptions(t *testing.T) {
 	assert.Equal(t, "WithClock(...)", memory.WithClock(clock).String())
 	assert.Equal(t, `WithName("a")`, memory.WithName("a").String())
 }
+
+// Every protocol script has an implementation here, and a call with the
+// wrong number of keys or arguments fails before it does anything, with an
+// error that says what the script takes.
+func TestScriptArity(t *testing.T) {
+	n := memory.New()
+	want := map[driver.Script]string{
+		driver.ScriptRelease:        "ERR release script takes 1 or 2 keys and 1 or 2 arguments",
+		driver.ScriptEnqueue:        "ERR enqueue script takes 2 keys and 3 arguments",
+		driver.ScriptDequeue:        "ERR dequeue script takes 1 key and 1 argument",
+		driver.ScriptExtend:         "ERR extend script takes 1 key and 2 arguments",
+		driver.ScriptAcquireFenced:  "ERR acquire-fenced script takes 2 keys and 2 arguments",
+		driver.ScriptAcquireGuarded: "ERR acquire-guarded script takes 2 or 3 keys and 3 arguments",
+		driver.ScriptAdopt:          "ERR adopt script takes 1 key and no arguments",
+		driver.ScriptIdentify:       "ERR identify script takes 1 key and 1 argument",
+		driver.ScriptInspect:        "ERR inspect script takes 1 key and no arguments",
+		driver.ScriptRaiseFence:     "ERR raise-fence script takes 1 key and 1 argument",
+	}
+	four := []string{"a", "b", "c", "d"}
+	for _, s := range driver.Scripts() {
+		_, err := n.Eval(t.Context(), s.Source(), four, four)
+		assert.EqualError(t, err, want[s], s.Name())
+	}
+	assert.Equal(t, []string{}, n.Keys(), "nothing written")
+}
