@@ -301,14 +301,7 @@ func (c *Config) coreOptions() []core.Option {
 		opts = append(opts, core.WithTries(c.Tries))
 	}
 	if c.RetryMin > 0 || c.RetryMax > 0 {
-		lo, hi := c.RetryMin, c.RetryMax
-		if lo == 0 {
-			lo = min(core.DefaultRetryMin, hi)
-		}
-		if hi == 0 {
-			hi = max(core.DefaultRetryMax, lo)
-		}
-		opts = append(opts, core.WithRetryDelay(strategies.JitterDelay(lo, hi)))
+		opts = append(opts, c.retryDelay())
 	}
 	if c.NodeTimeout > 0 {
 		opts = append(opts, core.WithNodeTimeout(c.NodeTimeout))
@@ -337,21 +330,43 @@ func (c *Config) coreOptions() []core.Option {
 	case c.RestartGuard > 0:
 		opts = append(opts, core.WithRestartGuard(c.RestartGuard))
 	}
+	if o := c.strategyOption(); o != nil {
+		opts = append(opts, o)
+	}
+	return opts
+}
+
+// retryDelay is the retry delay of RetryMin and RetryMax, at least one of
+// them set: a bound left zero takes core's default, kept on its side of
+// the other bound.
+func (c *Config) retryDelay() core.Option {
+	lo, hi := c.RetryMin, c.RetryMax
+	if lo == 0 {
+		lo = min(core.DefaultRetryMin, hi)
+	}
+	if hi == 0 {
+		hi = max(core.DefaultRetryMax, lo)
+	}
+	return core.WithRetryDelay(strategies.JitterDelay(lo, hi))
+}
+
+// strategyOption is the strategy of Strategy and StopAtQuorum, or nil when
+// they ask for core's default (parallel, not stopping at a quorum).
+func (c *Config) strategyOption() core.Option {
 	var sopts []strategies.Option
 	if c.StopAtQuorum {
 		sopts = append(sopts, strategies.WithStopAtQuorum(true))
 	}
 	switch c.strategy() {
 	case StrategySequential:
-		opts = append(opts, core.WithStrategy(strategies.Sequential(sopts...)))
+		return core.WithStrategy(strategies.Sequential(sopts...))
 	case StrategyFailFast:
-		opts = append(opts, core.WithStrategy(strategies.FailFast(sopts...)))
-	default:
-		if len(sopts) > 0 {
-			opts = append(opts, core.WithStrategy(strategies.Parallel(sopts...)))
-		}
+		return core.WithStrategy(strategies.FailFast(sopts...))
 	}
-	return opts
+	if len(sopts) > 0 {
+		return core.WithStrategy(strategies.Parallel(sopts...))
+	}
+	return nil
 }
 
 // ConfigFromEnv reads a Config from environment variables: prefix (default
