@@ -176,6 +176,23 @@ func (t *Observer) Observe(ctx context.Context, e core.Event) {
 	}
 
 	outcome := core.Reason(e.Err)
+	span.SetAttributes(eventAttrs(e, outcome)...)
+	for i := range e.Nodes {
+		span.AddEvent(NodeEvent, trace.WithTimestamp(end), trace.WithAttributes(nodeAttrs(&e.Nodes[i])...))
+	}
+	if e.Err != nil {
+		if t.keys == KeysPlain {
+			span.RecordError(e.Err, trace.WithTimestamp(end))
+			span.SetStatus(codes.Error, e.Err.Error())
+		} else {
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
+}
+
+// eventAttrs are the attributes of e's span: its outcome; its tries, token
+// and validity where set; and how many nodes answered each way.
+func eventAttrs(e core.Event, outcome string) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs, KeyOutcome.String(outcome))
 	if e.Err != nil {
@@ -204,28 +221,19 @@ func (t *Observer) Observe(ctx context.Context, e core.Event) {
 		}
 		attrs = append(attrs, KeyNodesOK.Int(ok), KeyNodesRefused.Int(refused), KeyNodesFailed.Int(failed))
 	}
-	span.SetAttributes(attrs...)
+	return attrs
+}
 
-	for i := range e.Nodes {
-		n := &e.Nodes[i]
-		na := append(appendServerAttrs(make([]attribute.KeyValue, 0, 8), n.Node),
-			KeyNodeIndex.Int(n.Index),
-			KeyNodeName.String(n.Node),
-			KeyNodeOutcome.String(n.Outcome.String()),
-			KeyNodeLatencyMS.Float64(float64(n.Latency)/float64(time.Millisecond)),
-		)
-		if n.Err != nil {
-			na = append(na, semconv.ErrorTypeKey.String(errorType(n.Err)), KeyNodeError.String(n.Err.Error()))
-		}
-		span.AddEvent(NodeEvent, trace.WithTimestamp(end), trace.WithAttributes(na...))
+// nodeAttrs are the attributes of one node's answer, a NodeEvent.
+func nodeAttrs(n *core.NodeResult) []attribute.KeyValue {
+	na := append(appendServerAttrs(make([]attribute.KeyValue, 0, 8), n.Node),
+		KeyNodeIndex.Int(n.Index),
+		KeyNodeName.String(n.Node),
+		KeyNodeOutcome.String(n.Outcome.String()),
+		KeyNodeLatencyMS.Float64(float64(n.Latency)/float64(time.Millisecond)),
+	)
+	if n.Err != nil {
+		na = append(na, semconv.ErrorTypeKey.String(errorType(n.Err)), KeyNodeError.String(n.Err.Error()))
 	}
-
-	if e.Err != nil {
-		if t.keys == KeysPlain {
-			span.RecordError(e.Err, trace.WithTimestamp(end))
-			span.SetStatus(codes.Error, e.Err.Error())
-		} else {
-			span.SetStatus(codes.Error, outcome)
-		}
-	}
+	return na
 }
