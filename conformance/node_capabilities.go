@@ -47,7 +47,8 @@ func unknownSHA(t *testing.T) string {
 
 // batch checks that one EvalBatch mixing EVAL, EVALSHA and an unknown SHA
 // gives each call the reply (or error) a single call would get, in order,
-// and acts on the server.
+// and acts on the server; and that the replies of many calls each land in
+// their own call.
 func batch(t *testing.T, h Harness) {
 	n, s := oneNode(t, h)
 	b, ok := batcherOf(t, n)
@@ -56,7 +57,14 @@ func batch(t *testing.T, h Harness) {
 	}
 	ctx, base := t.Context(), key(t)
 	b.EvalBatch(ctx, nil) // nothing to do, and no panic
+	batchMixed(ctx, t, n, b, s, base)
+	batchMany(ctx, t, b, s, base)
+}
 
+// batchMixed runs the batch of EVAL, EVALSHA and an unknown SHA on keys
+// under base: on keys held as "mine" (extended, released), one held by
+// another owner, and a missing one.
+func batchMixed(ctx context.Context, t *testing.T, n core.Node, b driver.Batcher, s Servers, base string) {
 	extendEval, releaseEval := base+":extend-eval", base+":release-eval"
 	releaseSHA, extendSHA, theirs := base+":release-sha", base+":extend-sha", base+":theirs"
 	for _, k := range []string{extendEval, extendSHA} {
@@ -84,16 +92,7 @@ func batch(t *testing.T, h Harness) {
 		{Source: driver.ScriptExtend.Source(), Keys: []string{base + ":missing"}, Args: []string{"mine", "60000"}},
 	}
 	want := []any{int64(1), int64(1), nil, int64(1), int64(0), int64(1), int64(0)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.EvalBatch(ctx, calls)
-	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("EvalBatch did not return within 5 s")
-	}
+	evalBatchWithin(ctx, t, b, calls, 5*time.Second)
 	for i, c := range calls {
 		if i == 2 {
 			require.Error(t, c.Err, "EVALSHA of an unknown SHA")
@@ -104,25 +103,51 @@ func batch(t *testing.T, h Harness) {
 		require.NoError(t, c.Err, "call %d", i)
 		assert.Equal(t, want[i], c.Reply, "call %d", i)
 	}
+	checkBatchActed(ctx, t, s, []string{extendEval, extendSHA}, []string{releaseEval, releaseSHA}, theirs, base+":missing")
+}
 
-	for _, k := range []string{extendEval, extendSHA} {
+// evalBatchWithin runs b.EvalBatch and fails t if it has not returned
+// within limit.
+func evalBatchWithin(ctx context.Context, t *testing.T, b driver.Batcher, calls []driver.Call, limit time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.EvalBatch(ctx, calls)
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Fatalf("EvalBatch did not return within %v", limit)
+	}
+}
+
+// checkBatchActed checks what batchMixed's batch did on server 0: the
+// extended keys are still "mine" with the new expiry, the released ones are
+// gone, another owner's key stays, and a missing key was not created.
+func checkBatchActed(ctx context.Context, t *testing.T, s Servers, extended, released []string, theirs, missing string) {
+	t.Helper()
+	for _, k := range extended {
 		v, ttl, found, err := s.Get(ctx, 0, k)
 		require.NoError(t, err)
 		require.True(t, found, "%s", k)
 		assert.Equal(t, "mine", v)
 		assert.InDelta(t, 60000, ttl.Milliseconds(), 1000, "%s: the batch's PEXPIRE must take effect", k)
 	}
-	for _, k := range []string{releaseEval, releaseSHA} {
+	for _, k := range released {
 		_, _, found, err := s.Get(ctx, 0, k)
 		require.NoError(t, err)
 		assert.False(t, found, "%s: the batch's release must delete the key", k)
 	}
 	assert.Equal(t, []string{"theirs"}, valuesOf(t, s, theirs), "another owner's key must stay")
-	_, _, found, err := s.Get(ctx, 0, base+":missing")
+	_, _, found, err := s.Get(ctx, 0, missing)
 	require.NoError(t, err)
 	assert.False(t, found, "extending a missing key must not create it")
+}
 
-	// Many calls: each reply lands in its own call, in order.
+// batchMany checks a batch of many calls: each reply lands in its own
+// call, in order.
+func batchMany(ctx context.Context, t *testing.T, b driver.Batcher, s Servers, base string) {
 	many := make([]driver.Call, 64)
 	for i := range many {
 		k := fmt.Sprintf("%s:many:%d", base, i)
