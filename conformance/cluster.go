@@ -193,53 +193,7 @@ func killedMaster(t *testing.T, h Harness) {
 	heldLive, err := l.TryAcquire(ctx, onLive[0])
 	require.NoError(t, err)
 
-	// Workers lock and unlock a key of the doomed master and one of a
-	// surviving master until told to stop; the kill lands mid-run.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var deadOK, liveOK, liveAfterKill atomic.Int64
-	var killed atomic.Bool
-	var unexpected sync.Map
-	work := func(k string, ok *atomic.Int64, live bool) {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			lock, err := l.TryAcquire(ctx, k)
-			if err == nil {
-				err = lock.Release(ctx)
-			}
-			switch {
-			case err == nil:
-				ok.Add(1)
-				if live && killed.Load() {
-					liveAfterKill.Add(1)
-				}
-			case !live && errors.Is(err, core.ErrUnavailable):
-			default:
-				unexpected.Store(k, err)
-			}
-		}
-	}
-	wg.Add(2)
-	go work(onDead[1], &deadOK, false)
-	go work(onLive[1], &liveOK, true)
-	require.Eventually(t, func() bool { return deadOK.Load() > 0 && liveOK.Load() > 0 },
-		10*time.Second, 5*time.Millisecond, "workers running")
-
-	require.NoError(t, s.KillMaster(0, dead))
-	killed.Store(true)
-	require.Eventually(t, func() bool { return liveAfterKill.Load() >= 10 },
-		10*time.Second, 5*time.Millisecond, "the surviving master's key keeps working")
-	close(stop)
-	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { wg.Wait(); return nil }), "workers must not hang")
-	unexpected.Range(func(k, err any) bool {
-		t.Errorf("key %v: unexpected error %v", k, err)
-		return true
-	})
+	killMidChurn(ctx, t, l, s, dead, onDead[1], onLive[1])
 
 	// The held lock on the dead master: extension and release report the
 	// outage, within the node timeout per try.
@@ -266,6 +220,64 @@ func killedMaster(t *testing.T, h Harness) {
 	lock, err := l.TryAcquire(ctx, onLive[2])
 	require.NoError(t, err, "a key on a surviving master")
 	require.NoError(t, lock.Release(ctx))
+}
+
+// killMidChurn has two workers lock and unlock, through l, deadKey (on
+// master dead of s's cluster 0) and liveKey (on a surviving master), and
+// kills master dead once both have succeeded: liveKey keeps working,
+// deadKey fails with the outage error only, and the workers stop promptly.
+func killMidChurn(ctx context.Context, t *testing.T, l *core.Locker, s ClusterServers, dead int, deadKey, liveKey string) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var deadOK, liveOK, liveAfterKill atomic.Int64
+	var killed atomic.Bool
+	var unexpected sync.Map
+	wg.Go(func() { churn(ctx, l, deadKey, stop, true, func() { deadOK.Add(1) }, &unexpected) })
+	wg.Go(func() {
+		churn(ctx, l, liveKey, stop, false, func() {
+			liveOK.Add(1)
+			if killed.Load() {
+				liveAfterKill.Add(1)
+			}
+		}, &unexpected)
+	})
+	require.Eventually(t, func() bool { return deadOK.Load() > 0 && liveOK.Load() > 0 },
+		10*time.Second, 5*time.Millisecond, "workers running")
+
+	require.NoError(t, s.KillMaster(0, dead))
+	killed.Store(true)
+	require.Eventually(t, func() bool { return liveAfterKill.Load() >= 10 },
+		10*time.Second, 5*time.Millisecond, "the surviving master's key keeps working")
+	close(stop)
+	require.NoError(t, returnsWithin(t, 10*time.Second, func() error { wg.Wait(); return nil }), "workers must not hang")
+	unexpected.Range(func(k, err any) bool {
+		t.Errorf("key %v: unexpected error %v", k, err)
+		return true
+	})
+}
+
+// churn locks and unlocks k through l until stop is closed, calling ok
+// after each success. An error is stored in unexpected under k, unless
+// outage allows the outage error (core.ErrUnavailable).
+func churn(ctx context.Context, l *core.Locker, k string, stop <-chan struct{}, outage bool, ok func(), unexpected *sync.Map) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		lock, err := l.TryAcquire(ctx, k)
+		if err == nil {
+			err = lock.Release(ctx)
+		}
+		switch {
+		case err == nil:
+			ok()
+		case outage && errors.Is(err, core.ErrUnavailable):
+		default:
+			unexpected.Store(k, err)
+		}
+	}
 }
 
 // killedMasterInOneOfThree runs a Locker over three independent clusters
