@@ -49,38 +49,68 @@ func runRestartGuard(t *testing.T, h Harness) {
 // guardScript runs ScriptAcquireGuarded on one server directly.
 func guardScript(t *testing.T, h Harness) {
 	n, s := isolatedNode(t, h)
-	ctx := t.Context()
-	try := func(keys []string, minAge time.Duration) (int64, error) {
-		reply, err := n.Eval(ctx, driver.ScriptAcquireGuarded.Source(), keys,
-			[]string{"v", "60000", strconv.FormatInt(minAge.Milliseconds(), 10)})
-		if v, ok := reply.(int64); ok || err != nil {
-			return v, err
-		}
-		return 0, fmt.Errorf("reply %#v is not an integer", reply)
+	g := guarded{t: t, ctx: t.Context(), n: n}
+	keys := []string{key(t), driver.BirthKey}
+	guardScriptBirth(g, s, keys)
+	guardScriptAge(g, s, keys)
+	guardScriptFenced(g, s)
+
+	// Adopted ("0"): old whatever the minimum age.
+	require.NoError(t, s.Set(g.ctx, 0, driver.BirthKey, "0", 0))
+	assert.Equal(t, int64(1), g.run([]string{key(t), driver.BirthKey}, 100*365*24*time.Hour))
+
+	// A birth in the future (the clock went back): young, age 0.
+	future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	require.NoError(t, s.Set(g.ctx, 0, driver.BirthKey, future, 0))
+	assert.Equal(t, int64(-1), g.run([]string{key(t), driver.BirthKey}, time.Millisecond))
+}
+
+// guarded runs ScriptAcquireGuarded on one node, setting the value "v"
+// for 60 s.
+type guarded struct {
+	t   *testing.T
+	ctx context.Context
+	n   core.Node
+}
+
+// try runs the script on keys (the lock, the birth key, and optionally
+// the fencing counter) with the minimum age minAge.
+func (g guarded) try(keys []string, minAge time.Duration) (int64, error) {
+	reply, err := g.n.Eval(g.ctx, driver.ScriptAcquireGuarded.Source(), keys,
+		[]string{"v", "60000", strconv.FormatInt(minAge.Milliseconds(), 10)})
+	if v, ok := reply.(int64); ok || err != nil {
+		return v, err
 	}
-	run := func(keys []string, minAge time.Duration) int64 {
-		t.Helper()
-		v, err := try(keys, minAge)
-		require.NoError(t, err)
-		return v
-	}
-	// A server that has been up longer than the minimum age votes on its
-	// first guarded call: its birth is its start, not that call. (The key
-	// is deleted before each try, as after a restart without persistence.)
-	k := key(t)
-	keys := []string{k, driver.BirthKey}
+	return 0, fmt.Errorf("reply %#v is not an integer", reply)
+}
+
+// run is try that fails the test on an error.
+func (g guarded) run(keys []string, minAge time.Duration) int64 {
+	g.t.Helper()
+	v, err := g.try(keys, minAge)
+	require.NoError(g.t, err)
+	return v
+}
+
+// guardScriptBirth checks the birth key: a server that has been up longer
+// than the minimum age votes on its first guarded call, as its birth is
+// its start, not that call; a younger one answers -1 - its age, writes the
+// birth key, and sets nothing. (The birth key is deleted before each try,
+// as after a restart without persistence.)
+func guardScriptBirth(g guarded, s Servers, keys []string) {
+	t, ctx, k := g.t, g.ctx, keys[0]
 	require.Eventually(t, func() bool {
 		if s.Del(ctx, 0, driver.BirthKey) != nil {
 			return false
 		}
-		v, err := try(keys, time.Second)
+		v, err := g.try(keys, time.Second)
 		return err == nil && v == 1
 	}, 10*time.Second, 50*time.Millisecond, "a server up over a second votes with a minimum age of 1s")
 	require.NoError(t, s.Del(ctx, 0, k))
 
 	require.NoError(t, s.Del(ctx, 0, driver.BirthKey))
 	before := time.Now()
-	got := run(keys, 24*time.Hour)
+	got := g.run(keys, 24*time.Hour)
 	assert.LessOrEqual(t, got, int64(-1001), "a young node answers -1 - its age, the server's uptime")
 	born, _, ok, err := s.Get(ctx, 0, driver.BirthKey)
 	require.NoError(t, err)
@@ -91,37 +121,37 @@ func guardScript(t *testing.T, h Harness) {
 	_, _, ok, err = s.Get(ctx, 0, k)
 	require.NoError(t, err)
 	assert.False(t, ok, "a young node sets nothing")
+}
 
-	// The age grows with the server's clock.
-	require.Eventually(t, func() bool { return run(keys, time.Hour) <= -21 }, 5*time.Second, 5*time.Millisecond,
+// guardScriptAge checks that the age grows with the server's clock until
+// the node is old enough to set the key, after which a held key is
+// refused.
+func guardScriptAge(g guarded, s Servers, keys []string) {
+	t := g.t
+	require.Eventually(t, func() bool { return g.run(keys, time.Hour) <= -21 }, 5*time.Second, 5*time.Millisecond,
 		"the age reported grows past 20 ms")
-	require.Eventually(t, func() bool { return run(keys, 20*time.Millisecond) == 1 }, 5*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return g.run(keys, 20*time.Millisecond) == 1 }, 5*time.Second, 5*time.Millisecond,
 		"once old enough, it sets the key")
-	v, ttl, ok, err := s.Get(ctx, 0, k)
+	v, ttl, ok, err := s.Get(g.ctx, 0, keys[0])
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, "v", v)
 	assert.InDelta(t, 60000, ttl.Milliseconds(), 5000)
-	assert.Equal(t, int64(0), run(keys, 0), "a held key is refused")
+	assert.Equal(t, int64(0), g.run(keys, 0), "a held key is refused")
+}
 
-	// Fenced: the counter KEYS[3] is incremented and returned.
+// guardScriptFenced checks the fenced form: the counter KEYS[3] is
+// incremented and returned, and a refusal does not count.
+func guardScriptFenced(g guarded, s Servers) {
+	t, ctx := g.t, g.ctx
 	fk := key(t)
 	fence, _ := driver.FenceKey(fk)
 	require.NoError(t, s.Set(ctx, 0, fence, "41", 0))
-	assert.Equal(t, int64(42), run([]string{fk, driver.BirthKey, fence}, 0))
-	assert.Equal(t, int64(0), run([]string{fk, driver.BirthKey, fence}, 0))
+	assert.Equal(t, int64(42), g.run([]string{fk, driver.BirthKey, fence}, 0))
+	assert.Equal(t, int64(0), g.run([]string{fk, driver.BirthKey, fence}, 0))
 	c, _, _, err := s.Get(ctx, 0, fence)
 	require.NoError(t, err)
 	assert.Equal(t, "42", c, "a refusal does not count")
-
-	// Adopted ("0"): old whatever the minimum age.
-	require.NoError(t, s.Set(ctx, 0, driver.BirthKey, "0", 0))
-	assert.Equal(t, int64(1), run([]string{key(t), driver.BirthKey}, 100*365*24*time.Hour))
-
-	// A birth in the future (the clock went back): young, age 0.
-	future := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	require.NoError(t, s.Set(ctx, 0, driver.BirthKey, future, 0))
-	assert.Equal(t, int64(-1), run([]string{key(t), driver.BirthKey}, time.Millisecond))
 }
 
 // guardLocker checks a Locker with the guard over three servers that
@@ -148,21 +178,7 @@ func guardLocker(t *testing.T, h Harness) {
 	}, 10*time.Second, 10*time.Millisecond)
 	require.NoError(t, lock.Release(ctx))
 
-	// Restarted empty: young for the guard's max TTL.
-	require.NoError(t, servers.Stop(2))
-	require.NoError(t, servers.Start(2))
-	var qe *core.QuorumError
-	require.Eventually(t, func() bool {
-		_, err = l.TryAcquire(ctx, k)
-		// a first call may meet a dropped connection
-		return errors.As(err, &qe) && errors.Is(qe.Nodes[2].Err, core.ErrNodeRestarted)
-	}, 10*time.Second, 10*time.Millisecond)
-	require.ErrorIs(t, err, core.ErrNodeRestarted, "quorum 3 with one young node")
-	assert.NotErrorIs(t, err, core.ErrUnavailable, "a young node is no outage")
-	assert.Contains(t, qe.Nodes[2].Err.Error(), "(at "+l.RestartGuard().String()+")", "it votes at the guard's minimum age")
-	_, _, ok, err := servers.Get(ctx, 2, k)
-	require.NoError(t, err)
-	assert.False(t, ok, "the young server holds no key")
+	guardYoungServer(ctx, t, l, servers, 2, k)
 
 	// Adopted by its operator: votes at once.
 	name := servers.Nodes(t)[2].String()
@@ -174,21 +190,46 @@ func guardLocker(t *testing.T, h Harness) {
 	require.NoError(t, lock.Release(ctx))
 	assert.Equal(t, repeat("", 3), valuesOf(t, servers, k))
 
-	// Restarted empty while a Locker needs it for a quorum: Acquire waits
-	// until it votes, within its context, and tells its Observer. (A short
-	// TTL keeps the guard's wait short.)
+	guardWaitsOut(ctx, t, servers, 2, k)
+}
+
+// guardYoungServer restarts server i empty: for l, with a quorum of every
+// server, it is young for the guard's max TTL. Acquiring k fails with
+// core.ErrNodeRestarted, not as an outage, and leaves no key on it.
+func guardYoungServer(ctx context.Context, t *testing.T, l *core.Locker, servers Servers, i int, k string) {
+	require.NoError(t, servers.Stop(i))
+	require.NoError(t, servers.Start(i))
+	var qe *core.QuorumError
+	var err error
+	require.Eventually(t, func() bool {
+		_, err = l.TryAcquire(ctx, k)
+		// a first call may meet a dropped connection
+		return errors.As(err, &qe) && errors.Is(qe.Nodes[i].Err, core.ErrNodeRestarted)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, err, core.ErrNodeRestarted, "quorum 3 with one young node")
+	assert.NotErrorIs(t, err, core.ErrUnavailable, "a young node is no outage")
+	assert.Contains(t, qe.Nodes[i].Err.Error(), "(at "+l.RestartGuard().String()+")", "it votes at the guard's minimum age")
+	_, _, ok, err := servers.Get(ctx, i, k)
+	require.NoError(t, err)
+	assert.False(t, ok, "the young server holds no key")
+}
+
+// guardWaitsOut restarts server i empty while a Locker needs it for a
+// quorum: Acquire waits until it votes, within its context, and tells its
+// Observer. (A short TTL keeps the guard's wait short.)
+func guardWaitsOut(ctx context.Context, t *testing.T, servers Servers, i int, k string) {
 	var waits atomic.Int32
-	short := newLocker(t, servers.Nodes(t), Strategies()[2], core.WithQuorum(3), core.WithTries(3),
+	short := newLocker(t, servers.Nodes(t), Strategies()[2], core.WithQuorum(servers.Len()), core.WithTries(3),
 		core.WithTTL(time.Second), core.WithObserver(core.ObserverFunc(func(_ context.Context, e core.Event) {
 			if e.Kind == core.EventWait {
 				waits.Add(1)
 			}
 		})))
-	require.NoError(t, servers.Stop(2))
-	require.NoError(t, servers.Start(2))
+	require.NoError(t, servers.Stop(i))
+	require.NoError(t, servers.Start(i))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	lock, err = short.Acquire(wctx, k)
+	lock, err := short.Acquire(wctx, k)
 	require.NoError(t, err, "Acquire waits out the guard")
 	assert.Positive(t, waits.Load(), "and said it would")
 	require.NoError(t, lock.Release(ctx))
