@@ -229,15 +229,7 @@ func wakeOnRelease(t *testing.T, h Harness) {
 	lock, err := holder.Acquire(ctx, k)
 	require.NoError(t, err)
 
-	nodes := servers.Nodes(t)
-	watchers := true
-	counts := make([]*countnode.Counts, len(nodes))
-	for i, n := range nodes {
-		if _, ok := n.(driver.Watcher); !ok {
-			watchers = false
-		}
-		nodes[i], counts[i] = countnode.Wrap(n)
-	}
+	nodes, counts, watchers := countedNodes(servers.Nodes(t))
 	delay, rounds := 5*time.Second, int64(2)
 	if !watchers {
 		// Polling only: the waiter acquires after its delay.
@@ -246,15 +238,10 @@ func wakeOnRelease(t *testing.T, h Harness) {
 	t.Logf("every node a driver.Watcher: %t", watchers)
 	waiter := newLocker(t, nodes, parallel, core.WithRetryDelay(strategies.JitterDelay(delay, delay)), core.WithTries(100))
 
-	type result struct {
-		lock *core.Lock
-		err  error
-		at   time.Time
-	}
-	done := make(chan result, 1)
+	done := make(chan acquired, 1)
 	go func() {
 		lock, err := waiter.Acquire(ctx, k)
-		done <- result{lock, err, time.Now()}
+		done <- acquired{lock, err, time.Now()}
 	}()
 	// With release notices the waiter queues a ticket once subscribed and
 	// makes its second round after its retry delay; the release comes as
@@ -273,7 +260,7 @@ func wakeOnRelease(t *testing.T, h Harness) {
 
 	bound := time.NewTimer(delay + 5*time.Second)
 	defer bound.Stop()
-	var r result
+	var r acquired
 	select {
 	case r = <-done:
 	case <-bound.C:
@@ -286,4 +273,25 @@ func wakeOnRelease(t *testing.T, h Harness) {
 		assert.Less(t, wait, 2*time.Second, "a waiter over Watchers must wake on the release, not after its %v retry delay", delay)
 	}
 	require.NoError(t, r.lock.Release(ctx))
+}
+
+// acquired is what an Acquire on another goroutine returned, and when.
+type acquired struct {
+	lock *core.Lock
+	err  error
+	at   time.Time
+}
+
+// countedNodes wraps each node to count its calls, in place, and reports
+// whether every node is a driver.Watcher.
+func countedNodes(nodes []core.Node) ([]core.Node, []*countnode.Counts, bool) {
+	watchers := true
+	counts := make([]*countnode.Counts, len(nodes))
+	for i, n := range nodes {
+		if _, ok := n.(driver.Watcher); !ok {
+			watchers = false
+		}
+		nodes[i], counts[i] = countnode.Wrap(n)
+	}
+	return nodes, counts, watchers
 }
