@@ -153,181 +153,235 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 	for _, f := range faults {
 		cfg.Logf("scheduled %v", f)
 	}
-	rep := &Report{Seed: cfg.Seed, Failures: map[string]int{}, Faults: map[FaultKind]int{}}
 	regs, err := StartRegisters(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer regs.Close()
-
-	var closeClients []func() error
-	defer func() {
-		for _, c := range closeClients {
-			_ = c()
-		}
-	}()
-	lockers := make([]*core.Locker, cfg.Clients)
-	defer func() { // before the clients
-		for _, l := range lockers {
-			if l != nil {
-				_ = l.Close()
-			}
-		}
-	}()
-	opts := append([]core.Option{core.WithTTL(cfg.TTL), core.WithNodeTimeout(cfg.NodeTimeout)}, cfg.Options...)
-	if cfg.Fencing {
-		opts = append(opts, core.WithFencing(true))
+	lockers, closeLockers, err := clientLockers(rig, cfg)
+	if err != nil {
+		return nil, err
 	}
-	for c := range lockers {
-		nodes := make([]core.Node, cfg.Nodes)
-		addrs, err := rig.ClientAddrs(c) // its own proxies, for the majorities ring
-		if err != nil {
-			return nil, err
-		}
-		for i, addr := range addrs {
-			n, closeClient, err := cfg.NewNode(addr)
-			if closeClient != nil {
-				closeClients = append(closeClients, closeClient)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("safety: node for %s: %w", addr, err)
-			}
-			nodes[i] = n
-		}
-		if lockers[c], err = core.New(nodes, opts...); err != nil {
-			return nil, err
-		}
-	}
+	defer closeLockers()
 
 	prefix := fmt.Sprintf("safety:%d:%d:", cfg.Seed, start.UnixNano())
-	keys := make([]string, cfg.Keys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%sk%d", prefix, i)
+	s := &runState{cfg: cfg, hist: NewHistory(), regs: regs, stalls: make([]atomic.Int64, cfg.Clients),
+		rep: &Report{Seed: cfg.Seed, Failures: map[string]int{}, Faults: map[FaultKind]int{}}}
+	for i := range cfg.Keys {
+		s.keys = append(s.keys, fmt.Sprintf("%sk%d", prefix, i))
 	}
-	hist := NewHistory()
-	stalls := make([]atomic.Int64, cfg.Clients) // per client: the next stall, in ns
 	runCtx, stop := context.WithTimeout(ctx, cfg.Duration)
 	defer stop()
-
-	var mu sync.Mutex // guards rep, faultErrs and regErrs while the run goes on
-	var faultErrs, regErrs []error
-
-	// The faults, each on its own goroutine, each healing itself after its
-	// duration (even once the clients have stopped).
 	var faultWG sync.WaitGroup
-	faultWG.Go(func() {
-		for _, f := range faults {
-			if waitCtx(runCtx, f.At-hist.Now()) != nil {
-				return
-			}
-			if f.Kind == ClientPause {
-				stalls[f.Target].Store(int64(f.Duration))
-			}
-			mu.Lock()
-			rep.Faults[f.Kind]++
-			mu.Unlock()
-			cfg.Logf("inject %v", f)
-			faultWG.Go(func() {
-				if err := inject(ctx, rig, f); err != nil {
-					mu.Lock()
-					faultErrs = append(faultErrs, fmt.Errorf("%v: %w", f, err))
-					mu.Unlock()
-				}
-			})
-		}
-	})
-
+	faultWG.Go(func() { s.injectFaults(ctx, runCtx, rig, faults, &faultWG) })
 	var clients sync.WaitGroup
 	for c, l := range lockers {
-		clients.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(c)))
-			h := &holder{client: c, ttl: cfg.TTL, hist: hist, regs: regs, rng: rng}
-			for runCtx.Err() == nil {
-				k := keys[rng.IntN(len(keys))]
-				actx, cancel := context.WithTimeout(runCtx, 2*cfg.TTL)
-				t0 := hist.Now()
-				lock, err := l.Acquire(actx, k)
-				took := hist.Now() - t0
-				cancel()
-				op := LockOp{Client: c, Key: k, Kind: Acquire, Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
-				if err != nil {
-					hist.AddLockOp(op)
-					if runCtx.Err() == nil {
-						mu.Lock()
-						rep.Failures[core.Reason(err)]++
-						mu.Unlock()
-					}
-					continue
-				}
-				// The end of the lock's validity, as the lock says right
-				// after it was granted (the clock is read first, so the
-				// bound is never late): the mutex model's hold ends there
-				// at the latest.
-				validUntil := hist.Now()
-				validUntil += lock.Validity()
-				op.ValidUntil = validUntil
-				hist.AddLockOp(op)
-				stalled := false
-				if d := stalls[c].Swap(0); d > 0 {
-					time.Sleep(time.Duration(d)) // the injected stall itself
-					stalled = true
-				}
-				// Before using the resource: is the lock still safe, with
-				// room for the work?
-				use := lock.Err() == nil && lock.Validity() >= minUse
-				var regErr error
-				if use {
-					regErr = h.use(ctx, lock, validUntil)
-				}
-				h.release(ctx, lock)
-				mu.Lock()
-				if regErr != nil {
-					regErrs = append(regErrs, regErr)
-				}
-				rep.Acquisitions++
-				rep.Slowest = max(rep.Slowest, took)
-				switch {
-				case stalled:
-					rep.Stalls++
-					if !use {
-						rep.Noticed++
-					}
-				case !use:
-					rep.Unused++
-				}
-				mu.Unlock()
-			}
-		})
+		clients.Go(func() { s.client(ctx, runCtx, c, l) })
 	}
 	clients.Wait()
 	for _, l := range lockers {
 		_ = l.Close()
 	}
 	faultWG.Wait()
-	if err := errors.Join(faultErrs...); err != nil {
+	if err := errors.Join(s.faultErrs...); err != nil {
 		return nil, fmt.Errorf("safety: injecting faults: %w", err)
 	}
-	if err := errors.Join(regErrs...); err != nil {
+	if err := errors.Join(s.regErrs...); err != nil {
 		return nil, fmt.Errorf("safety: using the registers: %w", err)
 	}
-	if err := checkRun(hist, cfg, rep, start); err != nil {
+	rep := s.rep
+	if err := checkRun(s.hist, cfg, rep, start); err != nil {
 		return nil, err
 	}
-	if rep.LeftAtEnd, err = rig.LockKeys(ctx, prefix); err != nil {
+	if rep.LeftAtEnd, rep.LeftAfterTTL, err = leftKeys(ctx, rig, prefix, cfg.TTL); err != nil {
 		return nil, err
-	}
-	rep.LeftAfterTTL = rep.LeftAtEnd
-	deadline := time.Now().Add(cfg.TTL + 2*time.Second)
-	for rep.LeftAfterTTL > 0 && time.Now().Before(deadline) {
-		if err := waitCtx(ctx, 50*time.Millisecond); err != nil {
-			return nil, err
-		}
-		if rep.LeftAfterTTL, err = rig.LockKeys(ctx, prefix); err != nil {
-			return nil, err
-		}
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
+}
+
+// clientLockers makes each client's Locker, over its own proxies to the
+// rig's servers (for the majorities ring), with cfg's options. closeAll
+// closes the Lockers, then their nodes' clients; on an error, what was made
+// is closed already.
+func clientLockers(rig *Rig, cfg Config) (lockers []*core.Locker, closeAll func(), err error) {
+	var closeClients []func() error
+	lockers = make([]*core.Locker, cfg.Clients)
+	closeAll = func() {
+		for _, l := range lockers { // before the clients
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+		for _, c := range closeClients {
+			_ = c()
+		}
+	}
+	opts := append([]core.Option{core.WithTTL(cfg.TTL), core.WithNodeTimeout(cfg.NodeTimeout)}, cfg.Options...)
+	if cfg.Fencing {
+		opts = append(opts, core.WithFencing(true))
+	}
+	for c := range lockers {
+		addrs, err := rig.ClientAddrs(c)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		nodes := make([]core.Node, cfg.Nodes)
+		for i, addr := range addrs {
+			n, closeClient, err := cfg.NewNode(addr)
+			if closeClient != nil {
+				closeClients = append(closeClients, closeClient)
+			}
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("safety: node for %s: %w", addr, err)
+			}
+			nodes[i] = n
+		}
+		if lockers[c], err = core.New(nodes, opts...); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	return lockers, closeAll, nil
+}
+
+// runState is what a run's clients and its fault injection share.
+type runState struct {
+	cfg    Config
+	hist   *History
+	regs   *Registers
+	keys   []string
+	stalls []atomic.Int64 // per client: the next stall, in ns
+
+	mu        sync.Mutex // guards rep, faultErrs and regErrs while the run goes on
+	rep       *Report
+	faultErrs []error
+	regErrs   []error
+}
+
+// injectFaults injects each fault at its time until runCtx ends, each on
+// a goroutine of wg's that heals it after its duration (even once the
+// clients have stopped). A ClientPause is left for its client to take.
+func (s *runState) injectFaults(ctx, runCtx context.Context, rig *Rig, faults []Fault, wg *sync.WaitGroup) {
+	for _, f := range faults {
+		if waitCtx(runCtx, f.At-s.hist.Now()) != nil {
+			return
+		}
+		if f.Kind == ClientPause {
+			s.stalls[f.Target].Store(int64(f.Duration))
+		}
+		s.mu.Lock()
+		s.rep.Faults[f.Kind]++
+		s.mu.Unlock()
+		s.cfg.Logf("inject %v", f)
+		wg.Go(func() {
+			if err := inject(ctx, rig, f); err != nil {
+				s.mu.Lock()
+				s.faultErrs = append(s.faultErrs, fmt.Errorf("%v: %w", f, err))
+				s.mu.Unlock()
+			}
+		})
+	}
+}
+
+// client is client c's loop until runCtx ends: acquire a random key through
+// l, take its pending stall if any, use the lock if it is still safe with
+// room for the work, release it, and count it.
+func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
+	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), uint64(c)))
+	h := &holder{client: c, ttl: s.cfg.TTL, hist: s.hist, regs: s.regs, rng: rng}
+	for runCtx.Err() == nil {
+		lock, validUntil, took := s.acquire(runCtx, c, l, s.keys[rng.IntN(len(s.keys))])
+		if lock == nil {
+			continue
+		}
+		stalled := false
+		if d := s.stalls[c].Swap(0); d > 0 {
+			time.Sleep(time.Duration(d)) // the injected stall itself
+			stalled = true
+		}
+		// Before using the resource: is the lock still safe, with room for
+		// the work?
+		use := lock.Err() == nil && lock.Validity() >= minUse
+		var regErr error
+		if use {
+			regErr = h.use(ctx, lock, validUntil)
+		}
+		h.release(ctx, lock)
+		s.count(took, stalled, use, regErr)
+	}
+}
+
+// acquire has client c acquire k through l, within twice the TTL, and
+// records the operation. It returns the lock, the end of its validity and
+// how long it took, on the history's clock; or a nil lock, counting the
+// failure while the run goes on.
+func (s *runState) acquire(runCtx context.Context, c int, l *core.Locker, k string) (*core.Lock, time.Duration, time.Duration) {
+	actx, cancel := context.WithTimeout(runCtx, 2*s.cfg.TTL)
+	t0 := s.hist.Now()
+	lock, err := l.Acquire(actx, k)
+	took := s.hist.Now() - t0
+	cancel()
+	op := LockOp{Client: c, Key: k, Kind: Acquire, Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
+	if err != nil {
+		s.hist.AddLockOp(op)
+		if runCtx.Err() == nil {
+			s.mu.Lock()
+			s.rep.Failures[core.Reason(err)]++
+			s.mu.Unlock()
+		}
+		return nil, 0, 0
+	}
+	// The end of the lock's validity, as the lock says right after it was
+	// granted (the clock is read first, so the bound is never late): the
+	// mutex model's hold ends there at the latest.
+	validUntil := s.hist.Now()
+	validUntil += lock.Validity()
+	op.ValidUntil = validUntil
+	s.hist.AddLockOp(op)
+	return lock, validUntil, took
+}
+
+// count adds a granted lock to the report: how long it took, whether its
+// holder was stalled and whether it used it, and the registers' error.
+func (s *runState) count(took time.Duration, stalled, use bool, regErr error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if regErr != nil {
+		s.regErrs = append(s.regErrs, regErr)
+	}
+	s.rep.Acquisitions++
+	s.rep.Slowest = max(s.rep.Slowest, took)
+	switch {
+	case stalled:
+		s.rep.Stalls++
+		if !use {
+			s.rep.Noticed++
+		}
+	case !use:
+		s.rep.Unused++
+	}
+}
+
+// leftKeys counts the lock keys under prefix on the rig's servers now and
+// again, polling, until none is left or the TTL (and a margin) has passed.
+func leftKeys(ctx context.Context, rig *Rig, prefix string, ttl time.Duration) (atEnd, afterTTL int, err error) {
+	if atEnd, err = rig.LockKeys(ctx, prefix); err != nil {
+		return 0, 0, err
+	}
+	afterTTL = atEnd
+	deadline := time.Now().Add(ttl + 2*time.Second)
+	for afterTTL > 0 && time.Now().Before(deadline) {
+		if err := waitCtx(ctx, 50*time.Millisecond); err != nil {
+			return 0, 0, err
+		}
+		if afterTTL, err = rig.LockKeys(ctx, prefix); err != nil {
+			return 0, 0, err
+		}
+	}
+	return atEnd, afterTTL, nil
 }
 
 // work stands for the use of the protected resource: up to maxWork.
