@@ -108,79 +108,106 @@ func Schedule(cfg ScheduleConfig) []Fault {
 	if len(kinds) == 0 {
 		kinds = AllFaults
 	}
-	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5afe7e57))
-	between := func(lo, hi time.Duration) time.Duration {
-		if hi <= lo {
-			return lo
-		}
-		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
-	}
-	busyUntil := make([]time.Duration, cfg.Nodes)
+	s := &scheduler{cfg: cfg, rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5afe7e57)), busyUntil: make([]time.Duration, cfg.Nodes)}
 	// first queues one of each kind, in a random order; a kind that finds
 	// no free node goes back to the end of the queue.
 	var first []FaultKind
-	for _, i := range rng.Perm(len(kinds)) {
+	for _, i := range s.rng.Perm(len(kinds)) {
 		first = append(first, kinds[i])
 	}
 	var out []Fault
-	for at := between(100*time.Millisecond, 300*time.Millisecond); at < cfg.Duration; at += between(100*time.Millisecond, 400*time.Millisecond) {
-		kind := kinds[rng.IntN(len(kinds))]
+	for at := s.between(100*time.Millisecond, 300*time.Millisecond); at < cfg.Duration; at += s.between(100*time.Millisecond, 400*time.Millisecond) {
+		kind := kinds[s.rng.IntN(len(kinds))]
 		queued := len(first) > 0
 		if queued {
 			kind, first = first[0], first[1:]
 		}
-		f := Fault{At: at, Kind: kind}
-		switch kind {
-		case ClientPause:
-			f.Target = rng.IntN(cfg.Clients)
-			f.Duration = cfg.TTL + between(100*time.Millisecond, 500*time.Millisecond)
-			out = append(out, f)
-			continue
-		case KillRestart:
-			f.Duration = cfg.TTL + between(200*time.Millisecond, 600*time.Millisecond)
-		case Pause:
-			f.Duration = between(100*time.Millisecond, cfg.TTL*3/2)
-		case Latency:
-			f.Duration = between(200*time.Millisecond, time.Second)
-			f.Delay = between(cfg.NodeTimeout*3/2, cfg.NodeTimeout*4)
-			f.Jitter = cfg.NodeTimeout / 2
-		case Partition, Down, Ring:
-			f.Duration = between(200*time.Millisecond, cfg.TTL*3/2)
-		case Bandwidth:
-			f.Duration = between(200*time.Millisecond, time.Second)
-			f.Rate = 1 + rng.IntN(4)
-		case Reset:
-			f.Duration = 0
-		}
-		// A node free now, while fewer than MaxFaulty are busy.
-		var free []int
-		faulty := 0
-		for n, until := range busyUntil {
-			if until > at {
-				faulty++
-			} else {
-				free = append(free, n)
+		f := s.shape(Fault{At: at, Kind: kind})
+		if kind != ClientPause {
+			var ok bool
+			if f, ok = s.place(f); !ok {
+				if queued {
+					first = append(first, kind)
+				}
+				continue
 			}
-		}
-		if faulty >= cfg.MaxFaulty || len(free) == 0 || (kind == Ring && faulty > 0) {
-			if queued {
-				first = append(first, kind)
-			}
-			continue
-		}
-		if kind == Ring {
-			for n := range busyUntil {
-				busyUntil[n] = at + f.Duration + 100*time.Millisecond
-			}
-			out = append(out, f)
-			continue
-		}
-		f.Target = free[rng.IntN(len(free))]
-		busyUntil[f.Target] = at + f.Duration + 100*time.Millisecond
-		if kind == KillRestart {
-			busyUntil[f.Target] += restartSlack
 		}
 		out = append(out, f)
 	}
 	return out
+}
+
+// scheduler draws a schedule's faults, in an order of draws from rng that
+// a seed fixes.
+type scheduler struct {
+	cfg       ScheduleConfig
+	rng       *rand.Rand
+	busyUntil []time.Duration // per node: when it stops counting as faulty
+}
+
+// between draws a duration from lo up to hi; lo when hi is not above it.
+func (s *scheduler) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(s.rng.Int64N(int64(hi-lo)))
+}
+
+// shape draws f's length and the parameters of its kind; for ClientPause
+// also its client, past the TTL.
+func (s *scheduler) shape(f Fault) Fault {
+	ttl, timeout := s.cfg.TTL, s.cfg.NodeTimeout
+	switch f.Kind {
+	case ClientPause:
+		f.Target = s.rng.IntN(s.cfg.Clients)
+		f.Duration = ttl + s.between(100*time.Millisecond, 500*time.Millisecond)
+	case KillRestart:
+		f.Duration = ttl + s.between(200*time.Millisecond, 600*time.Millisecond)
+	case Pause:
+		f.Duration = s.between(100*time.Millisecond, ttl*3/2)
+	case Latency:
+		f.Duration = s.between(200*time.Millisecond, time.Second)
+		f.Delay = s.between(timeout*3/2, timeout*4)
+		f.Jitter = timeout / 2
+	case Partition, Down, Ring:
+		f.Duration = s.between(200*time.Millisecond, ttl*3/2)
+	case Bandwidth:
+		f.Duration = s.between(200*time.Millisecond, time.Second)
+		f.Rate = 1 + s.rng.IntN(4)
+	case Reset:
+		f.Duration = 0
+	}
+	return f
+}
+
+// place puts a node fault on a node free at f.At, drawn at random, and
+// marks it faulty until f ends, with a margin (and restartSlack after a
+// KillRestart); a Ring marks every node. It reports false, placing
+// nothing, when MaxFaulty nodes are faulty or none is free, or, for a
+// Ring, when any is faulty.
+func (s *scheduler) place(f Fault) (Fault, bool) {
+	var free []int
+	faulty := 0
+	for n, until := range s.busyUntil {
+		if until > f.At {
+			faulty++
+		} else {
+			free = append(free, n)
+		}
+	}
+	if faulty >= s.cfg.MaxFaulty || len(free) == 0 || (f.Kind == Ring && faulty > 0) {
+		return f, false
+	}
+	if f.Kind == Ring {
+		for n := range s.busyUntil {
+			s.busyUntil[n] = f.At + f.Duration + 100*time.Millisecond
+		}
+		return f, true
+	}
+	f.Target = free[s.rng.IntN(len(free))]
+	s.busyUntil[f.Target] = f.At + f.Duration + 100*time.Millisecond
+	if f.Kind == KillRestart {
+		s.busyUntil[f.Target] += restartSlack
+	}
+	return f, true
 }
