@@ -78,83 +78,103 @@ var drivers = map[string]redistest.NodeFactory{
 	},
 }
 
-func main() {
-	seeds := flag.Int("seeds", 50, "runs")
-	first := flag.Int64("first", 0, "seed of the first run (0: from the clock)")
-	duration := flag.Duration("duration", 12*time.Second, "how long the clients of one run work")
-	nodes := flag.Int("nodes", 5, "servers")
-	clients := flag.Int("clients", 16, "clients, each with its own Locker")
-	keys := flag.Int("keys", 3, "keys the clients share")
-	ttl := flag.Duration("ttl", time.Second, "lock TTL")
-	driver := flag.String("driver", "all", "goredis, redigo, rueidis or all")
-	noGuard := flag.Bool("no-guard", false, "turn the restart guard off")
-	histories := flag.String("histories", "", "where porcupine's visualisations go (default: the system's temporary directory)")
-	verbose := flag.Bool("v", false, "print the schedule and every fault")
+// options are the command's flags.
+type options struct {
+	seeds, nodes, clients, keys int
+	first                       int64
+	duration, ttl               time.Duration
+	driver, histories           string
+	noGuard, verbose            bool
+}
+
+func parseFlags() options {
+	var o options
+	flag.IntVar(&o.seeds, "seeds", 50, "runs")
+	flag.Int64Var(&o.first, "first", 0, "seed of the first run (0: from the clock)")
+	flag.DurationVar(&o.duration, "duration", 12*time.Second, "how long the clients of one run work")
+	flag.IntVar(&o.nodes, "nodes", 5, "servers")
+	flag.IntVar(&o.clients, "clients", 16, "clients, each with its own Locker")
+	flag.IntVar(&o.keys, "keys", 3, "keys the clients share")
+	flag.DurationVar(&o.ttl, "ttl", time.Second, "lock TTL")
+	flag.StringVar(&o.driver, "driver", "all", "goredis, redigo, rueidis or all")
+	flag.BoolVar(&o.noGuard, "no-guard", false, "turn the restart guard off")
+	flag.StringVar(&o.histories, "histories", "", "where porcupine's visualisations go (default: the system's temporary directory)")
+	flag.BoolVar(&o.verbose, "v", false, "print the schedule and every fault")
 	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
 	redistest.QuietRedisLogs() // failed dials to a node that is down are the point of the run
 	log.SetFlags(0)
 
 	names := slices.Sorted(maps.Keys(drivers))
-	if *driver != "all" {
-		if _, ok := drivers[*driver]; !ok {
-			log.Fatalf("chaos: unknown driver %q (want %s or all)", *driver, strings.Join(names, ", "))
+	if o.driver != "all" {
+		if _, ok := drivers[o.driver]; !ok {
+			log.Fatalf("chaos: unknown driver %q (want %s or all)", o.driver, strings.Join(names, ", "))
 		}
-		names = []string{*driver}
+		names = []string{o.driver}
 	}
-	if *seeds < 1 {
+	if o.seeds < 1 {
 		log.Fatal("chaos: -seeds must be at least 1")
 	}
 	if _, err := redistest.Binary(); err != nil {
 		log.Fatal(err)
 	}
-	if *first == 0 {
-		*first = time.Now().UnixNano() % 1_000_000
+	if o.first == 0 {
+		o.first = time.Now().UnixNano() % 1_000_000
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	var opts []core.Option
-	if *noGuard {
-		opts = append(opts, core.WithRestartGuard(0))
-	}
 	fmt.Printf("chaos: %d seeds from %d, %v each, %d nodes, %d clients, %d keys, TTL %v, drivers %s, restart guard %s\n",
-		*seeds, *first, *duration, *nodes, *clients, *keys, *ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[*noGuard])
-
-	var total safety.Report
-	total.Failures = map[string]int{}
-	total.Faults = map[safety.FaultKind]int{}
+		o.seeds, o.first, o.duration, o.nodes, o.clients, o.keys, o.ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[o.noGuard])
+	total := safety.Report{Failures: map[string]int{}, Faults: map[safety.FaultKind]int{}}
 	bad := 0
 	start := time.Now()
-	for i := range *seeds {
-		seed := *first + int64(i)
-		name := names[i%len(names)]
-		logf := func(string, ...any) {}
-		if *verbose {
-			logf = func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) }
-		}
-		rep, err := safety.Run(ctx, safety.Config{
-			Seed: seed, Duration: *duration, Nodes: *nodes, Clients: *clients, Keys: *keys, TTL: *ttl,
-			Options: opts, NewNode: drivers[name], Logf: logf, HistoryDir: *histories,
-		})
-		if err != nil {
-			log.Fatalf("chaos: seed %d (%s): %v", seed, name, err)
-		}
-		fmt.Printf("%-8s %v\n", name, rep)
-		for _, v := range rep.Violations {
-			fmt.Printf("  VIOLATION %v\n", v)
-		}
-		if len(rep.Violations) > 0 || rep.LeftAfterTTL > 0 {
+	for i := range o.seeds {
+		if !runSeed(ctx, o, o.first+int64(i), names[i%len(names)], &total) {
 			bad++
-			fmt.Printf("  replay: (cd conformance/safety && go run ./cmd/chaos -seeds 1 -first %d -driver %s -duration %v -v)\n", seed, name, *duration)
 		}
-		add(&total, rep)
 	}
-	printTotals(os.Stdout, &total, *seeds, time.Since(start))
+	printTotals(os.Stdout, &total, o.seeds, time.Since(start))
 	if bad > 0 {
-		fmt.Printf("chaos: FAIL: %d of %d seeds broke safety or left keys\n", bad, *seeds)
+		fmt.Printf("chaos: FAIL: %d of %d seeds broke safety or left keys\n", bad, o.seeds)
 		os.Exit(1)
 	}
 	fmt.Println("chaos: PASS")
+}
+
+// runSeed runs seed with the driver name, prints its report and how to
+// replay it if it found a violation or left a key, and adds it to total;
+// it reports whether the seed kept safety. An error ends the command.
+func runSeed(ctx context.Context, o options, seed int64, name string, total *safety.Report) bool {
+	var opts []core.Option
+	if o.noGuard {
+		opts = append(opts, core.WithRestartGuard(0))
+	}
+	logf := func(string, ...any) {}
+	if o.verbose {
+		logf = func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) }
+	}
+	rep, err := safety.Run(ctx, safety.Config{
+		Seed: seed, Duration: o.duration, Nodes: o.nodes, Clients: o.clients, Keys: o.keys, TTL: o.ttl,
+		Options: opts, NewNode: drivers[name], Logf: logf, HistoryDir: o.histories,
+	})
+	if err != nil {
+		log.Fatalf("chaos: seed %d (%s): %v", seed, name, err)
+	}
+	fmt.Printf("%-8s %v\n", name, rep)
+	for _, v := range rep.Violations {
+		fmt.Printf("  VIOLATION %v\n", v)
+	}
+	add(total, rep)
+	if len(rep.Violations) > 0 || rep.LeftAfterTTL > 0 {
+		fmt.Printf("  replay: (cd conformance/safety && go run ./cmd/chaos -seeds 1 -first %d -driver %s -duration %v -v)\n", seed, name, o.duration)
+		return false
+	}
+	return true
 }
 
 func add(t, r *safety.Report) {
