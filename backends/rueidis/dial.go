@@ -142,11 +142,7 @@ func newClient(o rueidis.ClientOption, cluster bool) func(*driver.Late) (driver.
 			err = fmt.Errorf("%w: rueidis: Dial: WithCluster(true), but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster(true)",
 				core.ErrInvalidArgument, l, client.Mode())
 		}
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		return node, nil
+		return driver.Owned(node, err, client)
 	}
 }
 

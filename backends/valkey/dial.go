@@ -144,11 +144,7 @@ func newClient(o valkey.ClientOption, cluster bool) func(*driver.Late) (driver.N
 			err = fmt.Errorf("%w: valkey: Dial: WithCluster(true), but %s is not a Redis Cluster (valkey made a client in mode %s): Dial its servers without WithCluster(true)",
 				core.ErrInvalidArgument, l, client.Mode())
 		}
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		return node, nil
+		return driver.Owned(node, err, client)
 	}
 }
 

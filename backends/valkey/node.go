@@ -14,7 +14,6 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
-	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
@@ -35,11 +34,7 @@ type Node struct {
 	common driver.Common
 }
 
-var (
-	_ core.Node      = (*Node)(nil)
-	_ driver.Batcher = (*Node)(nil)
-	_ driver.Watcher = (*Node)(nil)
-)
+var _ driver.Pipelined = (*Node)(nil)
 
 // Option configures a Node. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil Option is skipped. Its

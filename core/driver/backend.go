@@ -13,6 +13,14 @@ import (
 	"time"
 )
 
+// Pipelined is a Node that batches and watches: what every Redis backend's
+// node implements.
+type Pipelined interface {
+	Node
+	Batcher
+	Watcher
+}
+
 // Option is an option of a Redis backend's New or Dial: it sets part of C,
 // the backend's configuration, and String shows it as written
 // (credentials and functions elided). A backend's Option and DialOption
@@ -58,6 +66,18 @@ func AddFunc[C, T any](name string, fn func(T), field func(*C) *[]func(T)) Setti
 		return Setting[C]{Text: name + "(nil)"}
 	}
 	return Setting[C]{name + "(...)", func(c *C) { *field(c) = append(*field(c), fn) }}
+}
+
+// Anys returns the strings of lists, in order, as a []any: the arguments
+// of a driver whose commands take ...any.
+func Anys(lists ...[]string) []any {
+	var out []any
+	for _, l := range lists {
+		for _, s := range l {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // CallAll calls each of fns on o, in order, and returns o.
@@ -192,6 +212,20 @@ func (o *Owner) Close(client any) error {
 
 // Closed reports whether Close has closed the client.
 func (o *Owner) Closed() bool { return o.closed.Load() }
+
+// Owned returns node, made by a Dial over a client it owns, or, when
+// making it failed with err, closes client (see Owner.Close) and returns
+// err, joined with Close's error if any.
+func Owned[N Node](node N, err error, client any) (Node, error) {
+	if err != nil {
+		o := NewOwner(true)
+		if cerr := o.Close(client); cerr != nil {
+			return nil, errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	return node, nil
+}
 
 // Classification is the shared part of a Redis node's Classify:
 // KindNoScript when noScript (the driver saw a NOSCRIPT reply), KindContext
