@@ -2,10 +2,8 @@ package goredis
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,27 +15,13 @@ import (
 // overriding an earlier one of the same kind; a nil DialOption is skipped.
 // Its String shows the option as written (credentials and functions
 // elided).
-type DialOption interface {
-	applyDial(*dialConfig)
-	String() string
-}
+type DialOption interface{ driver.Option[dialConfig] }
 
 type dialConfig struct {
-	username, password string
-	tls                bool
-	tlsConfig          *tls.Config
-	cluster            bool
-	options            []func(*redis.Options)
-	clusterOptions     []func(*redis.ClusterOptions)
+	driver.DialConfig
+	options        []func(*redis.Options)
+	clusterOptions []func(*redis.ClusterOptions)
 }
-
-type dialOption struct {
-	fn   func(*dialConfig)
-	name string
-}
-
-func (o dialOption) applyDial(c *dialConfig) { o.fn(c) }
-func (o dialOption) String() string          { return o.name }
 
 // WithCredentials authenticates every client Dial makes: as the Redis ACL
 // user username with password, or, with an empty username, with password
@@ -46,7 +30,7 @@ func (o dialOption) String() string          { return o.name }
 // calls, not Dial).
 // Default: no authentication.
 func WithCredentials(username, password string) DialOption {
-	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
+	return driver.WithCredentials[dialConfig](username, password)
 }
 
 // WithTLS, on, makes every client Dial makes connect with TLS, using a
@@ -54,9 +38,7 @@ func WithCredentials(username, password string) DialOption {
 // one, TLS 1.2 or later with the server name taken from the host of each
 // address (of the first seed for a cluster). Off, clients use plain TCP.
 // Default: off.
-func WithTLS(on bool) DialOption {
-	return dialOption{func(c *dialConfig) { c.tls = on }, "WithTLS(" + strconv.FormatBool(on) + ")"}
-}
+func WithTLS(on bool) DialOption { return driver.WithTLS[dialConfig](on) }
 
 // WithTLSConfig sets the TLS configuration of every client Dial makes (a
 // clone for each, with the server name taken from the host of each address
@@ -64,21 +46,14 @@ func WithTLS(on bool) DialOption {
 // changes nothing. Every value is valid.
 // Default: none; with WithTLS(true), TLS 1.2 or later with the server name
 // taken from the host of each address.
-func WithTLSConfig(cfg *tls.Config) DialOption {
-	if cfg == nil {
-		return dialOption{func(*dialConfig) {}, "WithTLSConfig(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLSConfig(...)"}
-}
+func WithTLSConfig(cfg *tls.Config) DialOption { return driver.WithTLSConfig[dialConfig](cfg) }
 
 // WithCluster, on, makes the addresses the seeds of ONE Redis Cluster (any
 // of its masters), which Dial makes one node of, over a
 // *redis.ClusterClient: a cluster's masters are not independent voters.
 // Off, every address is an independent master and a node of its own.
 // Default: off.
-func WithCluster(on bool) DialOption {
-	return dialOption{func(c *dialConfig) { c.cluster = on }, "WithCluster(" + strconv.FormatBool(on) + ")"}
-}
+func WithCluster(on bool) DialOption { return driver.WithCluster[dialConfig](on) }
 
 // WithOptions calls fn on the options of each server's client, once per
 // address, after Dial has set them from ClientOptions, WithCredentials and
@@ -90,10 +65,7 @@ func WithCluster(on bool) DialOption {
 // Addr or turns ContextTimeoutEnabled off, and for WithOptions with
 // WithCluster(true).
 func WithOptions(fn func(*redis.Options)) DialOption {
-	if fn == nil {
-		return dialOption{func(*dialConfig) {}, "WithOptions(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.options = append(c.options, fn) }, "WithOptions(...)"}
+	return driver.AddFunc("WithOptions", fn, func(c *dialConfig) *[]func(*redis.Options) { return &c.options })
 }
 
 // WithClusterOptions is WithOptions for the cluster client of
@@ -105,10 +77,7 @@ func WithOptions(fn func(*redis.Options)) DialOption {
 // Addrs, turns ContextTimeoutEnabled off or sets ClusterSlots, and for
 // WithClusterOptions without WithCluster(true).
 func WithClusterOptions(fn func(*redis.ClusterOptions)) DialOption {
-	if fn == nil {
-		return dialOption{func(*dialConfig) {}, "WithClusterOptions(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.clusterOptions = append(c.clusterOptions, fn) }, "WithClusterOptions(...)"}
+	return driver.AddFunc("WithClusterOptions", fn, func(c *dialConfig) *[]func(*redis.ClusterOptions) { return &c.clusterOptions })
 }
 
 // Dial returns one node per address, each an independent Redis master (one
@@ -132,70 +101,33 @@ func WithClusterOptions(fn func(*redis.ClusterOptions)) DialOption {
 // core.ErrInvalidArgument (a nil DialOption is skipped); on error Dial returns no nodes and
 // has closed what it made.
 func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
-	addrs, c, err := prepareDial(addrs, opts)
-	if err != nil {
+	c := &dialConfig{}
+	if addrs, err = driver.PrepareDial("goredis", addrs, c, opts); err != nil {
 		return nil, nil, err
-	}
-	if c.cluster {
-		o, err := c.clusterOptionsFor(addrs)
-		if err != nil {
-			return nil, nil, err
-		}
-		node, err := own(redis.NewClusterClient(o))
-		if err != nil {
-			return nil, nil, err
-		}
-		nodes = []core.Node{node}
-		return nodes, driver.CloseAll(nodes), nil
-	}
-	all := make([]*redis.Options, len(addrs))
-	for i, a := range addrs {
-		if all[i], err = c.optionsFor(a); err != nil {
-			return nil, nil, err
-		}
-	}
-	for _, o := range all {
-		node, err := own(redis.NewClient(o))
-		if err != nil {
-			_ = driver.CloseAll(nodes)()
-			return nil, nil, err
-		}
-		nodes = append(nodes, node)
-	}
-	return nodes, driver.CloseAll(nodes), nil
-}
-
-// prepareDial checks Dial's arguments and returns the trimmed addresses
-// and the configuration the options give.
-func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := driver.CheckAddrs("goredis", addrs)
-	if err != nil {
-		return nil, nil, err
-	}
-	var c dialConfig
-	for _, o := range opts {
-		if o != nil {
-			o.applyDial(&c)
-		}
 	}
 	switch {
-	case c.cluster && len(c.options) > 0:
+	case c.Cluster && len(c.options) > 0:
 		return nil, nil, fmt.Errorf("%w: goredis: Dial: WithOptions sets the options of a client of one server; with WithCluster(true), use WithClusterOptions",
 			core.ErrInvalidArgument)
-	case !c.cluster && len(c.clusterOptions) > 0:
+	case !c.Cluster && len(c.clusterOptions) > 0:
 		return nil, nil, fmt.Errorf("%w: goredis: Dial: WithClusterOptions sets the options of a cluster client; it needs WithCluster(true)",
 			core.ErrInvalidArgument)
 	}
-	return addrs, &c, nil
+	return c.DialNodes(addrs, func(target []string) (func() (driver.Node, error), error) {
+		if c.Cluster {
+			o, err := c.clusterOptionsFor(target)
+			return func() (driver.Node, error) { return own(redis.NewClusterClient(o)) }, err
+		}
+		o, err := c.optionsFor(target[0])
+		return func() (driver.Node, error) { return own(redis.NewClient(o)) }, err
+	})
 }
 
 // optionsFor returns the options of the client of the server at addr.
 func (c *dialConfig) optionsFor(addr string) (*redis.Options, error) {
 	o := ClientOptions(addr)
-	o.Username, o.Password, o.TLSConfig = c.username, c.password, driver.TLSFor(c.tlsConfig, c.tls, addr)
-	for _, fn := range c.options {
-		fn(o)
-	}
+	o.Username, o.Password, o.TLSConfig = c.Username, c.Password, c.TLSFor(addr)
+	driver.CallAll(o, c.options)
 	switch {
 	case o.Addr != addr:
 		return nil, fmt.Errorf("%w: goredis: Dial: WithOptions changed Options.Addr from %q to %q: the node would be named for a server it does not reach; give Dial the address",
@@ -211,10 +143,8 @@ func (c *dialConfig) optionsFor(addr string) (*redis.Options, error) {
 // addrs are seeds of.
 func (c *dialConfig) clusterOptionsFor(addrs []string) (*redis.ClusterOptions, error) {
 	o := ClusterOptions(slices.Clone(addrs)...)
-	o.Username, o.Password, o.TLSConfig = c.username, c.password, driver.TLSFor(c.tlsConfig, c.tls, addrs[0])
-	for _, fn := range c.clusterOptions {
-		fn(o)
-	}
+	o.Username, o.Password, o.TLSConfig = c.Username, c.Password, c.TLSFor(addrs[0])
+	driver.CallAll(o, c.clusterOptions)
 	switch {
 	case !slices.Equal(o.Addrs, addrs):
 		return nil, fmt.Errorf("%w: goredis: Dial: WithClusterOptions changed ClusterOptions.Addrs from %q to %q: give Dial the seeds",
@@ -236,8 +166,5 @@ func own(client interface {
 	Close() error
 }) (core.Node, error) {
 	node, err := New(client, WithCloseClient(true))
-	if err != nil {
-		return nil, errors.Join(err, client.Close())
-	}
-	return node, nil
+	return driver.Owned(node, err, client)
 }

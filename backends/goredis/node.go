@@ -1,14 +1,13 @@
 package goredis
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,34 +30,20 @@ type Client interface {
 // WithCloseClient(true).
 type Node struct {
 	client Client
-	name   string
-	owned  bool        // WithCloseClient: Close closes the client
-	closed atomic.Bool // Close has closed the client
+	common driver.Common
 }
 
-var _ core.Node = (*Node)(nil)
+var _ driver.Pipelined = (*Node)(nil)
 
 // Option configures a Node. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil Option is skipped. Its
 // String shows the option as written.
-type Option interface {
-	apply(*config)
-	String() string
-}
+type Option interface{ driver.Option[config] }
 
 type config struct {
-	name             string
+	driver.NodeConfig
 	allowNoCtxBounds bool
-	owned            bool
 }
-
-type option struct {
-	fn   func(*config)
-	name string
-}
-
-func (o option) apply(c *config) { o.fn(c) }
-func (o option) String() string  { return o.name }
 
 // WithName names the node in errors, logs and metrics; "" keeps the
 // default. core.New refuses two nodes of one name in a Locker.
@@ -66,17 +51,13 @@ func (o option) String() string  { return o.name }
 // a cluster client's addresses, sorted and joined by commas, or the
 // client's type for other clients: for a server, the name backends/rueidis
 // gives it too.
-func WithName(name string) Option {
-	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
-}
+func WithName(name string) Option { return driver.WithName[config](name) }
 
 // WithCloseClient, on, makes Node.Close close the client (once): for a
 // node that is the client's only user, as Dial's are. Off, the client
 // belongs to the caller, who closes it.
 // Default: off.
-func WithCloseClient(on bool) Option {
-	return option{func(c *config) { c.owned = on }, "WithCloseClient(" + strconv.FormatBool(on) + ")"}
-}
+func WithCloseClient(on bool) Option { return driver.WithCloseClient[config](on) }
 
 // WithUnboundedCalls, on, accepts a client whose options leave
 // ContextTimeoutEnabled false. Such a client ignores context deadlines on the
@@ -85,7 +66,7 @@ func WithCloseClient(on bool) Option {
 // Default: off; New refuses such a client with an error matching
 // core.ErrInvalidArgument.
 func WithUnboundedCalls(on bool) Option {
-	return option{func(c *config) { c.allowNoCtxBounds = on }, "WithUnboundedCalls(" + strconv.FormatBool(on) + ")"}
+	return driver.Setting[config]{Text: "WithUnboundedCalls(" + strconv.FormatBool(on) + ")", Set: func(c *config) { c.allowNoCtxBounds = on }}
 }
 
 // ClientOptions returns go-redis options suited to a lock node at addr:
@@ -100,12 +81,7 @@ func WithUnboundedCalls(on bool) Option {
 // Adjust the rest (password, TLS, pool size) before passing the options to
 // redis.NewClient. ClusterOptions is the same for a Redis Cluster.
 func ClientOptions(addr string) *redis.Options {
-	return &redis.Options{
-		Addr:                  addr,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-	}
+	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
 }
 
 // ClusterOptions returns go-redis cluster options suited to a lock node
@@ -115,12 +91,7 @@ func ClientOptions(addr string) *redis.Options {
 // that budget go-redis also tries a failed call again, always inside the
 // node timeout, which the context carries.
 func ClusterOptions(addrs ...string) *redis.ClusterOptions {
-	return &redis.ClusterOptions{
-		Addrs:                 addrs,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-	}
+	return &redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1}
 }
 
 // New returns a Node that runs the lock protocol through client. The client
@@ -139,14 +110,9 @@ func ClusterOptions(addrs ...string) *redis.ClusterOptions {
 // Options method, so a type of the caller's that embeds one of these
 // clients counts as that client.
 func New(client Client, opts ...Option) (*Node, error) {
-	if driver.IsNil(client) {
-		return nil, fmt.Errorf("%w: goredis: client is nil", core.ErrInvalidArgument)
-	}
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
+	c, err := driver.NewConfig("goredis", client, opts)
+	if err != nil {
+		return nil, err
 	}
 	name, bounded := describe(client)
 	if err := refuseTopology(client, name); err != nil {
@@ -157,10 +123,8 @@ func New(client Client, opts ...Option) (*Node, error) {
 			"and one slow node would stall every round; set ContextTimeoutEnabled: true in its options, or pass goredis.WithUnboundedCalls(true)",
 			core.ErrInvalidArgument, name)
 	}
-	if c.name != "" {
-		name = c.name
-	}
-	return &Node{client: client, name: name, owned: c.owned}, nil
+	_, cluster := client.(clusterClient)
+	return &Node{client: client, common: driver.Common{Pkg: "goredis", Name: cmp.Or(c.Name, name), Cluster: cluster, Owner: driver.NewOwner(c.CloseClient)}}, nil
 }
 
 // describe names a client and reports whether its calls honour context
@@ -172,8 +136,7 @@ func describe(client Client) (name string, bounded bool) {
 	case clusterClient:
 		return "cluster:" + strings.Join(slices.Sorted(slices.Values(cl.Options().Addrs)), ","), cl.Options().ContextTimeoutEnabled
 	case ringClient:
-		addrs := slices.Sorted(maps.Values(cl.Options().Addrs))
-		return "ring:" + strings.Join(addrs, ","), cl.Options().ContextTimeoutEnabled
+		return "ring:" + strings.Join(slices.Sorted(maps.Values(cl.Options().Addrs)), ","), cl.Options().ContextTimeoutEnabled
 	default:
 		return fmt.Sprintf("%T", client), true
 	}
@@ -186,71 +149,38 @@ func (n *Node) Client() Client { return n.client }
 // type that embeds one), whose keys live on several servers, so that
 // core's restart guard leaves the node out. A client of another type
 // counts as one server.
-func (n *Node) Sharded() bool {
-	_, ok := n.client.(clusterClient)
-	return ok
-}
+func (n *Node) Sharded() bool { return n.common.Cluster }
 
 // String returns the node's name.
-func (n *Node) String() string { return n.name }
+func (n *Node) String() string { return n.common.Name }
 
 // Close does nothing unless the node was made with WithCloseClient(true):
 // the client belongs to the caller, who closes it. With it, the first Close
 // closes the client, and later ones return nil.
-func (n *Node) Close() error {
-	if c, ok := n.client.(interface{ Close() error }); ok && n.owned && n.closed.CompareAndSwap(false, true) {
-		return c.Close()
-	}
-	return nil
-}
+func (n *Node) Close() error { return n.common.Close(n.client) }
 
 // SetNX implements core.Node with SET key value PX ttl NX.
 func (n *Node) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
 	cmd := redis.NewBoolCmd(ctx, "set", key, value, "px", ttl.Milliseconds(), "nx")
 	_ = n.client.Process(ctx, cmd)
 	ok, err := cmd.Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	return ok, n.explain(err)
+	return ok, n.explain(err) // a nil reply, no error: NX, the key exists
 }
 
 // EvalSHA implements core.Node.
 func (n *Node) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	v, err := reply(n.client.EvalSha(ctx, sha, keys, anys(args)...).Result())
+	v, err := n.client.EvalSha(ctx, sha, keys, driver.Anys(args)...).Result()
 	return v, n.explain(err)
 }
 
 // Eval implements core.Node.
 func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	v, err := reply(n.client.Eval(ctx, script, keys, anys(args)...).Result())
+	v, err := n.client.Eval(ctx, script, keys, driver.Anys(args)...).Result()
 	return v, n.explain(err)
 }
 
 // Classify implements core.Node: NOSCRIPT replies are driver.KindNoScript,
 // context errors driver.KindContext, and anything else a node failure.
 func (n *Node) Classify(err error) driver.ErrorKind {
-	switch {
-	case redis.HasErrorPrefix(err, "NOSCRIPT"):
-		return driver.KindNoScript
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return driver.KindContext
-	default:
-		return driver.KindNodeFailure
-	}
-}
-
-func reply(v any, err error) (any, error) {
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	return v, err
-}
-
-func anys(args []string) []any {
-	out := make([]any, len(args))
-	for i, a := range args {
-		out[i] = a
-	}
-	return out
+	return driver.Classification(err, redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // TestRingMovesALockKey shows why New refuses a *redis.Ring, on a node
@@ -38,7 +39,7 @@ func TestRingMovesALockKey(t *testing.T) {
 		ReadTimeout:           100 * time.Millisecond, // bounds a heartbeat to a paused shard
 	})
 	defer ring.Close()
-	node := &Node{client: ring, name: "ring"}
+	node := &Node{client: ring, common: driver.Common{Name: "ring"}}
 	lockers := make([]*core.Locker, 2)
 	for i := range lockers {
 		l, err := core.New([]core.Node{node}, core.WithTTL(30*time.Second))

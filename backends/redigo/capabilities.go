@@ -3,17 +3,11 @@ package redigo
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 
 	"github.com/quorumlock/quorumlock/core/driver"
-)
-
-var (
-	_ driver.Batcher = (*Node)(nil)
-	_ driver.Watcher = (*Node)(nil)
 )
 
 // EvalBatch implements driver.Batcher on one connection borrowed from the
@@ -76,8 +70,8 @@ func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 // when ctx ends first or the subscription fails). A goroutine then reads
 // the messages with redis.ReceiveContext and calls notify for each one on
 // channel. If the connection is lost, it borrows another one and
-// subscribes again, pacing its attempts, and calls notify once subscribed,
-// since a release may have been missed in between.
+// subscribes again, pacing its attempts (driver.Resubscribe), and calls
+// notify once subscribed, since a release may have been missed in between.
 //
 // stop cancels the goroutine's context, which makes redigo close the
 // connection under a pending read, so stop returns at once even when the
@@ -86,84 +80,31 @@ func (n *Node) EvalBatch(ctx context.Context, calls []driver.Call) {
 // for reuse: the pool would unsubscribe it and wait, without a deadline,
 // for the server's answer.
 func (n *Node) Watch(ctx context.Context, channel string, notify func(message string)) (stop func(), err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	conn, err := n.subscribe(ctx, channel)
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n.receive(rctx, conn, channel, notify)
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(cancel)
-		<-done
-	}, nil
-}
-
-// subscribe borrows a connection, subscribes it to channel, and returns
-// it once the server has confirmed the subscription.
-func (n *Node) subscribe(ctx context.Context, channel string) (redis.Conn, error) {
-	conn, err := n.pool.GetContext(ctx)
-	if err != nil {
-		return nil, err
-	}
-	psc := redis.PubSubConn{Conn: conn}
-	if err := psc.Subscribe(channel); err != nil {
-		discard(conn)
-		return nil, err
-	}
-	for {
-		switch v := psc.ReceiveContext(ctx).(type) {
-		case redis.Subscription:
-			if v.Kind == "subscribe" && v.Channel == channel {
-				return conn, nil
-			}
-		case error:
-			discard(conn)
-			return nil, v
+	return driver.Resubscribe(ctx, func(ctx context.Context, subscribed func(), message func(string)) error {
+		conn, err := n.pool.GetContext(ctx)
+		if err != nil {
+			return err
 		}
-	}
-}
-
-// receive calls notify with each message on channel until ctx ends,
-// subscribing again on a new connection when one is lost.
-func (n *Node) receive(ctx context.Context, conn redis.Conn, channel string, notify func(message string)) {
-	backoff := driver.MinBackoff
-	for {
+		defer discard(conn)
 		psc := redis.PubSubConn{Conn: conn}
-	read:
+		if err := psc.Subscribe(channel); err != nil {
+			return err
+		}
 		for {
 			switch v := psc.ReceiveContext(ctx).(type) {
+			case redis.Subscription:
+				if v.Kind == "subscribe" && v.Channel == channel {
+					subscribed()
+				}
 			case redis.Message:
 				if v.Channel == channel {
-					notify(string(v.Data))
+					message(string(v.Data))
 				}
 			case error:
-				break read
+				return v
 			}
 		}
-		discard(conn)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, driver.MaxBackoff)
-			var err error
-			if conn, err = n.subscribe(ctx, channel); err == nil {
-				break
-			}
-		}
-		backoff = driver.MinBackoff
-		notify("") // subscribed again: a release may have been missed
-	}
+	}, notify, func(error) bool { return false })
 }
 
 // discard closes a subscribed connection so that the pool drops it. A

@@ -3,7 +3,6 @@ package redigo
 import (
 	"crypto/tls"
 	"fmt"
-	"strconv"
 
 	"github.com/gomodule/redigo/redis"
 
@@ -15,26 +14,13 @@ import (
 // overriding an earlier one of the same kind; a nil DialOption is skipped.
 // Its String shows the option as written (credentials and functions
 // elided).
-type DialOption interface {
-	applyDial(*dialConfig)
-	String() string
-}
+type DialOption interface{ driver.Option[dialConfig] }
 
 type dialConfig struct {
-	username, password string
-	tls                bool
-	tlsConfig          *tls.Config
-	dialOptions        []redis.DialOption
-	pool               []func(*redis.Pool)
+	driver.DialConfig
+	dialOptions []redis.DialOption
+	pool        []func(*redis.Pool)
 }
-
-type dialOption struct {
-	fn   func(*dialConfig)
-	name string
-}
-
-func (o dialOption) applyDial(c *dialConfig) { o.fn(c) }
-func (o dialOption) String() string          { return o.name }
 
 // WithCredentials authenticates every connection Dial's pools make: as the
 // Redis ACL user username with password, or, with an empty username, with
@@ -43,7 +29,7 @@ func (o dialOption) String() string          { return o.name }
 // calls, not Dial).
 // Default: no authentication.
 func WithCredentials(username, password string) DialOption {
-	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
+	return driver.WithCredentials[dialConfig](username, password)
 }
 
 // WithTLS, on, makes every connection Dial's pools make use TLS, with a
@@ -53,9 +39,7 @@ func WithCredentials(username, password string) DialOption {
 // within the caller's context (the node timeout), not by redigo's
 // DialUseTLS, whose handshake ignores it. Off, connections use plain TCP.
 // Default: off.
-func WithTLS(on bool) DialOption {
-	return dialOption{func(c *dialConfig) { c.tls = on }, "WithTLS(" + strconv.FormatBool(on) + ")"}
-}
+func WithTLS(on bool) DialOption { return driver.WithTLS[dialConfig](on) }
 
 // WithTLSConfig sets the TLS configuration of every pool Dial makes (a
 // clone for each, with the server name taken from the host of each address
@@ -63,12 +47,7 @@ func WithTLS(on bool) DialOption {
 // changes nothing. Every value is valid.
 // Default: none; with WithTLS(true), TLS 1.2 or later with the server name
 // taken from the host of each address.
-func WithTLSConfig(cfg *tls.Config) DialOption {
-	if cfg == nil {
-		return dialOption{func(*dialConfig) {}, "WithTLSConfig(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLSConfig(...)"}
-}
+func WithTLSConfig(cfg *tls.Config) DialOption { return driver.WithTLSConfig[dialConfig](cfg) }
 
 // WithDialOptions adds options to redis.DialContext for every connection
 // (a database, timeouts, a client name), after those of WithCredentials
@@ -79,7 +58,7 @@ func WithTLSConfig(cfg *tls.Config) DialOption {
 // valid for Dial (a bad one fails the nodes' calls).
 // Default: none.
 func WithDialOptions(opts ...redis.DialOption) DialOption {
-	return dialOption{func(c *dialConfig) { c.dialOptions = append(c.dialOptions, opts...) }, "WithDialOptions(...)"}
+	return driver.Setting[dialConfig]{Text: "WithDialOptions(...)", Set: func(c *dialConfig) { c.dialOptions = append(c.dialOptions, opts...) }}
 }
 
 // WithPool calls fn on each server's pool, once per address, after NewPool
@@ -90,10 +69,7 @@ func WithDialOptions(opts ...redis.DialOption) DialOption {
 // Dial returns an error matching core.ErrInvalidArgument when fn leaves
 // DialContext nil.
 func WithPool(fn func(*redis.Pool)) DialOption {
-	if fn == nil {
-		return dialOption{func(*dialConfig) {}, "WithPool(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.pool = append(c.pool, fn) }, "WithPool(...)"}
+	return driver.AddFunc("WithPool", fn, func(c *dialConfig) *[]func(*redis.Pool) { return &c.pool })
 }
 
 // Dial returns one node per address, each an independent Redis master (one
@@ -115,69 +91,36 @@ func WithPool(fn func(*redis.Pool)) DialOption {
 // core.ErrInvalidArgument (a nil DialOption is skipped); on error Dial returns no nodes and has closed
 // what it made.
 func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
-	addrs, c, err := prepareDial(addrs, opts)
-	if err != nil {
+	c := &dialConfig{}
+	if addrs, err = driver.PrepareDial("redigo", addrs, c, opts); err != nil {
 		return nil, nil, err
 	}
-	pools := make([]*redis.Pool, 0, len(addrs))
-	fail := func(err error) ([]core.Node, func() error, error) {
-		for _, p := range pools {
-			_ = p.Close()
-		}
-		return nil, nil, err
-	}
-	for _, a := range addrs {
-		p, err := c.poolFor(a)
-		if err != nil {
-			return fail(err)
-		}
-		pools = append(pools, p)
-	}
-	for i, p := range pools {
-		node, err := New(p, WithName(addrs[i]), WithCloseClient(true))
-		if err != nil {
-			return fail(err)
-		}
-		nodes = append(nodes, node)
-	}
-	return nodes, driver.CloseAll(nodes), nil
-}
-
-// prepareDial checks Dial's arguments and returns the trimmed addresses
-// and the configuration the options give.
-func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := driver.CheckAddrs("redigo", addrs)
-	if err != nil {
-		return nil, nil, err
-	}
-	var c dialConfig
-	for _, o := range opts {
-		if o != nil {
-			o.applyDial(&c)
-		}
-	}
-	return addrs, &c, nil
+	return c.DialNodes(addrs, func(target []string) (func() (driver.Node, error), error) {
+		p, err := c.poolFor(target[0])
+		return func() (driver.Node, error) {
+			node, err := New(p, WithName(target[0]), WithCloseClient(true))
+			return driver.Owned(node, err, p)
+		}, err
+	})
 }
 
 // poolFor returns the pool of the server at addr.
 func (c *dialConfig) poolFor(addr string) (*redis.Pool, error) {
 	var dial []redis.DialOption
-	if c.username != "" {
-		dial = append(dial, redis.DialUsername(c.username))
+	if c.Username != "" {
+		dial = append(dial, redis.DialUsername(c.Username))
 	}
-	if c.password != "" {
-		dial = append(dial, redis.DialPassword(c.password))
+	if c.Password != "" {
+		dial = append(dial, redis.DialPassword(c.Password))
 	}
-	if cfg := driver.TLSFor(c.tlsConfig, c.tls, addr); cfg != nil {
+	if cfg := c.TLSFor(addr); cfg != nil {
 		// Not redis.DialUseTLS: redigo's handshake ignores the context
 		// (it waits up to DialTLSHandshakeTimeout, 10 s), where
 		// tls.Dialer's ends with it, within the node timeout.
 		dial = append(dial, redis.DialContextFunc((&tls.Dialer{Config: cfg}).DialContext))
 	}
 	p := NewPool(addr, append(dial, c.dialOptions...)...)
-	for _, fn := range c.pool {
-		fn(p)
-	}
+	driver.CallAll(p, c.pool)
 	if p.DialContext == nil {
 		_ = p.Close()
 		return nil, fmt.Errorf("%w: redigo: Dial: WithPool left Pool.DialContext nil for %s: the pool would dial without the caller's context, "+

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"weak"
 
@@ -33,34 +32,20 @@ type Pool interface {
 // It closes the pool only when made with WithCloseClient(true).
 type Node struct {
 	pool   Pool
-	name   string
-	owned  bool        // WithCloseClient: Close closes the pool
-	closed atomic.Bool // Close has closed the pool
+	common driver.Common
 }
 
-var _ core.Node = (*Node)(nil)
+var _ driver.Pipelined = (*Node)(nil)
 
 // Option configures a Node. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil Option is skipped. Its
 // String shows the option as written.
-type Option interface {
-	apply(*config)
-	String() string
-}
+type Option interface{ driver.Option[config] }
 
 type config struct {
-	name           string
+	driver.NodeConfig
 	allowUnbounded bool
-	owned          bool
 }
-
-type option struct {
-	fn   func(*config)
-	name string
-}
-
-func (o option) apply(c *config) { o.fn(c) }
-func (o option) String() string  { return o.name }
 
 // WithName names the node in errors, logs and metrics, and orders it
 // among the Locker's nodes (every process must name a server alike); ""
@@ -68,17 +53,13 @@ func (o option) String() string  { return o.name }
 // Default: the address given to NewPool; New refuses an unnamed pool that
 // NewPool did not make, with an error matching core.ErrInvalidArgument,
 // since it cannot tell which server the pool dials.
-func WithName(name string) Option {
-	return option{func(c *config) { c.name = name }, "WithName(" + strconv.Quote(name) + ")"}
-}
+func WithName(name string) Option { return driver.WithName[config](name) }
 
 // WithCloseClient, on, makes Node.Close close the pool (once): for a node
 // that is the pool's only user, as Dial's are. Off, the pool belongs to the
 // caller, who closes it.
 // Default: off.
-func WithCloseClient(on bool) Option {
-	return option{func(c *config) { c.owned = on }, "WithCloseClient(" + strconv.FormatBool(on) + ")"}
-}
+func WithCloseClient(on bool) Option { return driver.WithCloseClient[config](on) }
 
 // WithUnboundedDial, on, accepts a *redis.Pool that has Dial but no
 // DialContext. Such a pool dials without the caller's context, so a server
@@ -88,7 +69,7 @@ func WithCloseClient(on bool) Option {
 // Default: off; New refuses such a pool with an error matching
 // core.ErrInvalidArgument.
 func WithUnboundedDial(on bool) Option {
-	return option{func(c *config) { c.allowUnbounded = on }, "WithUnboundedDial(" + strconv.FormatBool(on) + ")"}
+	return driver.Setting[config]{Text: "WithUnboundedDial(" + strconv.FormatBool(on) + ")", Set: func(c *config) { c.allowUnbounded = on }}
 }
 
 // NewPool returns a pool suited to a lock node at addr: it dials with the
@@ -118,17 +99,9 @@ func New(pool Pool, opts ...Option) (*Node, error) {
 	if driver.IsNil(pool) {
 		return nil, fmt.Errorf("%w: redigo: pool is nil", core.ErrInvalidArgument)
 	}
-	var c config
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&c)
-		}
-	}
+	c := driver.Configure(&config{}, opts)
 	p, _ := pool.(*redis.Pool)
-	name := c.name
-	if name == "" {
-		name = addrOf(p)
-	}
+	name := cmp.Or(c.Name, addrOf(p))
 	if p != nil {
 		label := cmp.Or(name, "(unnamed)")
 		switch {
@@ -144,24 +117,19 @@ func New(pool Pool, opts ...Option) (*Node, error) {
 		return nil, fmt.Errorf("%w: redigo: the pool does not say which server it reaches (it was not made by NewPool): "+
 			"name the node after it with WithName(\"host:port\"), the same in every process", core.ErrInvalidArgument)
 	}
-	return &Node{pool: pool, name: name, owned: c.owned}, nil
+	return &Node{pool: pool, common: driver.Common{Pkg: "redigo", Name: name, Owner: driver.NewOwner(c.CloseClient)}}, nil
 }
 
 // Pool returns the pool the node was built with.
 func (n *Node) Pool() Pool { return n.pool }
 
 // String returns the node's name.
-func (n *Node) String() string { return n.name }
+func (n *Node) String() string { return n.common.Name }
 
 // Close does nothing unless the node was made with WithCloseClient(true):
 // the pool belongs to the caller, who closes it. With it, the first Close
 // closes the pool, and later ones return nil.
-func (n *Node) Close() error {
-	if c, ok := n.pool.(interface{ Close() error }); ok && n.owned && n.closed.CompareAndSwap(false, true) {
-		return c.Close()
-	}
-	return nil
-}
+func (n *Node) Close() error { return n.common.Close(n.pool) }
 
 // do runs one command on a connection borrowed for it. A cancelled context
 // sends nothing. The connection goes back to the pool, which drops it if
@@ -210,26 +178,11 @@ func (n *Node) Eval(ctx context.Context, script string, keys, args []string) (an
 // context errors driver.KindContext, and anything else a node failure.
 func (n *Node) Classify(err error) driver.ErrorKind {
 	var re redis.Error
-	switch {
-	case errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"):
-		return driver.KindNoScript
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return driver.KindContext
-	default:
-		return driver.KindNodeFailure
-	}
+	return driver.Classification(err, errors.As(err, &re) && strings.HasPrefix(string(re), "NOSCRIPT"))
 }
 
 func scriptArgs(script string, keys, args []string) []any {
-	out := make([]any, 0, 2+len(keys)+len(args))
-	out = append(out, script, len(keys))
-	for _, k := range keys {
-		out = append(out, k)
-	}
-	for _, a := range args {
-		out = append(out, a)
-	}
-	return out
+	return append([]any{script, len(keys)}, driver.Anys(keys, args)...)
 }
 
 // convert turns redigo's reply types into core.Node's: bulk strings arrive
@@ -279,3 +232,13 @@ func addrOf(p *redis.Pool) string {
 	s, _ := addr.(string)
 	return s
 }
+
+// clusterAdvice is what a user who gave a Redis Cluster member to a redigo
+// pool should build instead.
+const clusterAdvice = "redigo has no cluster client; build one node over the whole cluster with backends/goredis or backends/rueidis"
+
+// explain turns a Redis Cluster reply (MOVED, ASK, CROSSSLOT) into an
+// error that says what is wrong: the pool's server is a cluster member,
+// given where an independent master was expected (see
+// driver.ExplainCluster). A redigo pool always talks to one server.
+func (n *Node) explain(err error) error { return driver.ExplainCluster(err, clusterAdvice) }

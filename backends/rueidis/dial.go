@@ -2,11 +2,8 @@ package rueidis
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -19,28 +16,12 @@ import (
 // overriding an earlier one of the same kind; a nil DialOption is skipped.
 // Its String shows the option as written (credentials and functions
 // elided).
-type DialOption interface {
-	applyDial(*dialConfig)
-	String() string
-}
+type DialOption interface{ driver.Option[dialConfig] }
 
 type dialConfig struct {
-	username, password string
-	tls                bool
-	tlsConfig          *tls.Config
-	cluster            bool
-	clientOptions      []func(*rueidis.ClientOption)
-	wait               time.Duration
-	errs               []error
+	driver.DialConfig
+	clientOptions []func(*rueidis.ClientOption)
 }
-
-type dialOption struct {
-	fn   func(*dialConfig)
-	name string
-}
-
-func (o dialOption) applyDial(c *dialConfig) { o.fn(c) }
-func (o dialOption) String() string          { return o.name }
 
 // WithCredentials authenticates every client Dial makes: as the Redis ACL
 // user username with password, or, with an empty username, with password
@@ -49,7 +30,7 @@ func (o dialOption) String() string          { return o.name }
 // fails a wrong one, as Dial describes).
 // Default: no authentication.
 func WithCredentials(username, password string) DialOption {
-	return dialOption{func(c *dialConfig) { c.username, c.password = username, password }, "WithCredentials(...)"}
+	return driver.WithCredentials[dialConfig](username, password)
 }
 
 // WithTLS, on, makes every client Dial makes connect with TLS, using a
@@ -57,9 +38,7 @@ func WithCredentials(username, password string) DialOption {
 // one, TLS 1.2 or later with the server name taken from the host of each
 // address (of the first seed for a cluster). Off, clients use plain TCP.
 // Default: off.
-func WithTLS(on bool) DialOption {
-	return dialOption{func(c *dialConfig) { c.tls = on }, "WithTLS(" + strconv.FormatBool(on) + ")"}
-}
+func WithTLS(on bool) DialOption { return driver.WithTLS[dialConfig](on) }
 
 // WithTLSConfig sets the TLS configuration of every client Dial makes (a
 // clone for each, with the server name taken from the host of each address
@@ -67,12 +46,7 @@ func WithTLS(on bool) DialOption {
 // changes nothing. Every value is valid.
 // Default: none; with WithTLS(true), TLS 1.2 or later with the server name
 // taken from the host of each address.
-func WithTLSConfig(cfg *tls.Config) DialOption {
-	if cfg == nil {
-		return dialOption{func(*dialConfig) {}, "WithTLSConfig(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.tls, c.tlsConfig = true, cfg }, "WithTLSConfig(...)"}
-}
+func WithTLSConfig(cfg *tls.Config) DialOption { return driver.WithTLSConfig[dialConfig](cfg) }
 
 // WithCluster, on, makes the addresses the seeds of ONE Redis Cluster (any
 // of its masters), which Dial makes one node of, over a cluster client: a
@@ -81,9 +55,7 @@ func WithTLSConfig(cfg *tls.Config) DialOption {
 // Default: off.
 // With it, Dial returns an error matching core.ErrInvalidArgument when the
 // servers are not a cluster.
-func WithCluster(on bool) DialOption {
-	return dialOption{func(c *dialConfig) { c.cluster = on }, "WithCluster(" + strconv.FormatBool(on) + ")"}
-}
+func WithCluster(on bool) DialOption { return driver.WithCluster[dialConfig](on) }
 
 // WithClientOption calls fn on the options of each client, once per
 // address (once for a cluster), after Dial has set them from ClientOption,
@@ -97,10 +69,7 @@ func WithCluster(on bool) DialOption {
 // or PipelineMultiplex from what Dial set, or sets Sentinel, replica or
 // redirect options.
 func WithClientOption(fn func(*rueidis.ClientOption)) DialOption {
-	if fn == nil {
-		return dialOption{func(*dialConfig) {}, "WithClientOption(nil)"}
-	}
-	return dialOption{func(c *dialConfig) { c.clientOptions = append(c.clientOptions, fn) }, "WithClientOption(...)"}
+	return driver.AddFunc("WithClientOption", fn, func(c *dialConfig) *[]func(*rueidis.ClientOption) { return &c.clientOptions })
 }
 
 // WithConnectWait bounds how long Dial waits for its clients to connect:
@@ -111,14 +80,7 @@ func WithClientOption(fn func(*rueidis.ClientOption)) DialOption {
 // Default: core.DefaultNodeTimeout (50 ms).
 // A negative d makes Dial return an error matching
 // core.ErrInvalidArgument.
-func WithConnectWait(d time.Duration) DialOption {
-	return dialOption{func(c *dialConfig) {
-		if d < 0 {
-			c.errs = append(c.errs, fmt.Errorf("WithConnectWait(%v): the wait is negative", d))
-		}
-		c.wait = d
-	}, "WithConnectWait(" + d.String() + ")"}
-}
+func WithConnectWait(d time.Duration) DialOption { return driver.WithConnectWait[dialConfig](d) }
 
 // Dial returns one node per address, each an independent Redis master (one
 // Redlock node), over a rueidis client of its own made from ClientOption
@@ -154,28 +116,14 @@ func WithConnectWait(d time.Duration) DialOption {
 // rueidis's error. On error Dial returns no nodes
 // and has closed what it made.
 func Dial(addrs []string, opts ...DialOption) (nodes []core.Node, closeAll func() error, err error) {
-	addrs, c, err := prepareDial(addrs, opts)
-	if err != nil {
+	c := &dialConfig{DialConfig: driver.DialConfig{Wait: core.DefaultNodeTimeout}}
+	if addrs, err = driver.PrepareDial("rueidis", addrs, c, opts); err != nil {
 		return nil, nil, err
 	}
-	targets := [][]string{addrs}
-	if !c.cluster {
-		targets = make([][]string, len(addrs))
-		for i, a := range addrs {
-			targets[i] = []string{a}
-		}
-	}
-	options := make([]rueidis.ClientOption, len(targets))
-	for i, t := range targets {
-		if options[i], err = c.clientOptionFor(t); err != nil {
-			return nil, nil, err
-		}
-	}
-	lates := make([]*driver.Late, len(targets))
-	for i, t := range targets {
-		lates[i] = driver.StartLate(nodeName(t, c.cluster), c.cluster, newClient(options[i], c.cluster))
-	}
-	return driver.AwaitAll(lates, c.wait)
+	return c.DialLates(addrs, func(target []string) (func(*driver.Late) (driver.Node, error), error) {
+		o, err := c.clientOptionFor(target)
+		return newClient(o, c.Cluster), err
+	})
 }
 
 // newClient returns the build of a driver.Late: it makes the client of
@@ -189,58 +137,23 @@ func newClient(o rueidis.ClientOption, cluster bool) func(*driver.Late) (driver.
 		}
 		// With ForceSingleClient, err is the first dial's failure, and the
 		// client dials again when used.
-		if cluster && client.Mode() != rueidis.ClientModeCluster {
-			client.Close()
-			return nil, fmt.Errorf("%w: rueidis: Dial: WithCluster(true), but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster(true)",
+		node, err := New(client, WithName(l.String()), WithCloseClient(true))
+		if err == nil && cluster && !node.common.Cluster {
+			err = fmt.Errorf("%w: rueidis: Dial: WithCluster(true), but %s is not a Redis Cluster (rueidis made a client in mode %s): Dial its servers without WithCluster(true)",
 				core.ErrInvalidArgument, l, client.Mode())
 		}
-		node, err := New(client, WithName(l.String()), WithCloseClient(true))
-		if err != nil {
-			client.Close()
-			return nil, err
-		}
-		return node, nil
+		return driver.Owned(node, err, client)
 	}
-}
-
-// prepareDial checks Dial's arguments and returns the trimmed addresses
-// and the configuration the options give.
-func prepareDial(addrs []string, opts []DialOption) ([]string, *dialConfig, error) {
-	addrs, err := driver.CheckAddrs("rueidis", addrs)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := dialConfig{wait: core.DefaultNodeTimeout}
-	for _, o := range opts {
-		if o != nil {
-			o.applyDial(&c)
-		}
-	}
-	if err := errors.Join(c.errs...); err != nil {
-		return nil, nil, fmt.Errorf("%w: rueidis: Dial: %w", core.ErrInvalidArgument, err)
-	}
-	return addrs, &c, nil
-}
-
-// nodeName names the node over addrs: a server by its address, a cluster
-// by "cluster:" and its sorted seeds, as goredis names a cluster client.
-func nodeName(addrs []string, cluster bool) string {
-	if !cluster {
-		return addrs[0]
-	}
-	return "cluster:" + strings.Join(slices.Sorted(slices.Values(addrs)), ",")
 }
 
 // clientOptionFor returns the options of the client over addrs (one
 // server's address, or a cluster's seeds).
 func (c *dialConfig) clientOptionFor(addrs []string) (rueidis.ClientOption, error) {
 	o := ClientOption(slices.Clone(addrs)...)
-	o.Username, o.Password, o.TLSConfig = c.username, c.password, driver.TLSFor(c.tlsConfig, c.tls, addrs[0])
-	o.ForceSingleClient = !c.cluster
-	for _, fn := range c.clientOptions {
-		fn(&o)
-	}
-	if fault := optionFault(&o, addrs, c.cluster); fault != "" {
+	o.Username, o.Password, o.TLSConfig = c.Username, c.Password, c.TLSFor(addrs[0])
+	o.ForceSingleClient = !c.Cluster
+	driver.CallAll(&o, c.clientOptions)
+	if fault := optionFault(&o, addrs, c.Cluster); fault != "" {
 		return rueidis.ClientOption{}, fmt.Errorf("%w: rueidis: Dial: WithClientOption %s", core.ErrInvalidArgument, fault)
 	}
 	return o, nil

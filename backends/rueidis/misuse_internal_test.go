@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/quorumlock/quorumlock/conformance/misuse"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 func TestExplainClusterReplies(t *testing.T) {
@@ -14,6 +15,6 @@ func TestExplainClusterReplies(t *testing.T) {
 	n := &Node{}
 	misuse.RequireExplains(t, n.explain, moved, "without ForceSingleClient")
 
-	c := &Node{cluster: true}
+	c := &Node{common: driver.Common{Cluster: true}}
 	assert.Equal(t, moved, c.explain(moved), "a cluster client's own redirection is left alone")
 }

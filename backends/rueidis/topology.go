@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // oneNodeAdvice is what to build instead of a client that is not one
@@ -21,26 +21,17 @@ const oneNodeAdvice = "give each independent master (not its replicas) as its ow
 // client's options to itself, so a client is judged by its Mode, its
 // Nodes and its type.
 func refuseTopology(client Client, name string) error {
-	switch client.Mode() {
-	case rueidis.ClientModeSentinel:
-		return fmt.Errorf("%w: rueidis: client %s is a Sentinel client (ClientOption.Sentinel), which moves to a promoted replica "+
-			"when its master fails; replication is asynchronous, so the replica may lack a lock the master acknowledged, "+
-			"and the restart guard cannot tell (the replica has the birth key): two holders; %s",
-			core.ErrInvalidArgument, name, oneNodeAdvice)
-	case rueidis.ClientModeStandalone:
-		if isPrimaryWithReplicas(client) {
-			return fmt.Errorf("%w: rueidis: client %s was made with Standalone.ReplicaAddress or Standalone.EnableRedirect, "+
-				"so it sends commands to other servers than its primary: to a replica when its SendToReplicas says so, "+
-				"which a node cannot check, or to whichever server a REDIRECT reply names after a failover, "+
-				"which may lack a lock the old primary acknowledged; one lock key can live on two servers over time: two holders; %s",
-				core.ErrInvalidArgument, name, oneNodeAdvice)
-		}
-		if full, ok := client.(rueidis.Client); ok && len(full.Nodes()) > 1 {
-			return fmt.Errorf("%w: rueidis: client %s reaches %d servers in standalone mode, a primary and the replicas of "+
-				"Standalone.ReplicaAddress, and sends a replica what its SendToReplicas picks, which a node cannot check: "+
-				"one lock key can live on two servers over time: two holders; %s",
-				core.ErrInvalidArgument, name, len(full.Nodes()), oneNodeAdvice)
-		}
+	switch full, _ := client.(rueidis.Client); {
+	case client.Mode() == rueidis.ClientModeSentinel:
+		return driver.NotOneNode("rueidis", name, "is a Sentinel client (ClientOption.Sentinel), which "+driver.FailsOver, oneNodeAdvice)
+	case client.Mode() != rueidis.ClientModeStandalone:
+	case isPrimaryWithReplicas(client):
+		return driver.NotOneNode("rueidis", name, "was made with Standalone.ReplicaAddress or Standalone.EnableRedirect, so it sends commands "+
+			"to other servers than its primary: to a replica when its SendToReplicas says so, which a node cannot check, "+
+			"or to whichever server a REDIRECT reply names after a failover, which may lack a lock the old primary acknowledged; "+driver.KeyMoves, oneNodeAdvice)
+	case full != nil && len(full.Nodes()) > 1:
+		return driver.NotOneNode("rueidis", name, fmt.Sprintf("reaches %d servers in standalone mode, a primary and the replicas of Standalone.ReplicaAddress, "+
+			"and sends a replica what its SendToReplicas picks, which a node cannot check: %s", len(full.Nodes()), driver.KeyMoves), oneNodeAdvice)
 	}
 	return nil
 }
@@ -52,4 +43,23 @@ func refuseTopology(client Client, name string) error {
 func isPrimaryWithReplicas(client Client) bool {
 	t := reflect.TypeOf(client)
 	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "github.com/redis/rueidis" && t.Elem().Name() == "standalone"
+}
+
+// clusterAdvice is what a user who gave a Redis Cluster member to a
+// client of one server should build instead.
+const clusterAdvice = "build one node over the whole cluster from a client made with qlrueidis.ClientOption(addrs...) " +
+	"and without ForceSingleClient, which rueidis then makes a cluster client"
+
+// explain drops the error of a nil reply (rueidis.Nil), and turns a Redis
+// Cluster reply (MOVED, ASK, CROSSSLOT) that reaches a node over a client
+// of one server (one made with ForceSingleClient) into an error that says
+// what is wrong: the server is a cluster member, given where an
+// independent master was expected (see driver.ExplainCluster). A cluster
+// client follows redirections itself, so one that comes back through it
+// is the cluster's own, left as it is.
+func (n *Node) explain(err error) error {
+	if rueidis.IsRedisNil(err) {
+		return nil
+	}
+	return n.common.Explain(err, clusterAdvice)
 }

@@ -69,12 +69,12 @@ func TestDialRefusesBadInput(t *testing.T) {
 		opts  []qlvalkey.DialOption
 		want  string
 	}{
-		{"other address", addrs, option(func(o *valkey.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }), "WithClientOption changed"},
-		{"not single", addrs, option(func(o *valkey.ClientOption) { o.ForceSingleClient = false }), "WithClientOption changed"},
-		{"no pipelining", addrs, option(func(o *valkey.ClientOption) { o.AlwaysPipelining = false }), "WithClientOption changed"},
-		{"multiplex", addrs, option(func(o *valkey.ClientOption) { o.PipelineMultiplex = 2 }), "WithClientOption changed"},
-		{"sentinel", addrs, option(func(o *valkey.ClientOption) { o.Sentinel.MasterSet = "mymaster" }), "set Sentinel or Standalone options"},
-		{"replicas", addrs, option(func(o *valkey.ClientOption) { o.Standalone.ReplicaAddress = []string{"127.0.0.1:7009"} }), "set Sentinel or Standalone options"},
+		{"other address", addrs, option(func(o *valkey.ClientOption) { o.InitAddress = []string{"10.0.0.9:6379"} }), "WithClientOption changed ClientOption.InitAddress"},
+		{"not single", addrs, option(func(o *valkey.ClientOption) { o.ForceSingleClient = false }), "turned ClientOption.ForceSingleClient off"},
+		{"no pipelining", addrs, option(func(o *valkey.ClientOption) { o.AlwaysPipelining = false }), "turned ClientOption.AlwaysPipelining off"},
+		{"multiplex", addrs, option(func(o *valkey.ClientOption) { o.PipelineMultiplex = 2 }), "set ClientOption.PipelineMultiplex to 2"},
+		{"sentinel", addrs, option(func(o *valkey.ClientOption) { o.Sentinel.MasterSet = "mymaster" }), "set ClientOption.Sentinel"},
+		{"replicas", addrs, option(func(o *valkey.ClientOption) { o.Standalone.ReplicaAddress = []string{"127.0.0.1:7009"} }), "set ClientOption.Standalone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nodes, closeAll, err := qlvalkey.Dial(tc.addrs, tc.opts...)
@@ -146,5 +146,5 @@ func TestDialCluster(t *testing.T) {
 		_, err = nodes[0].Eval(redistest.TestContext(t), "return 1", nil, nil)
 	}
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
-	assert.ErrorContains(t, err, "is not a cluster")
+	assert.ErrorContains(t, err, "is not a Redis Cluster")
 }

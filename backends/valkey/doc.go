@@ -14,20 +14,23 @@
 // clients with replicas or redirects.
 //
 // valkey-go is a fork of rueidis, and the node is backends/rueidis's over
-// it: ClientOption turns client-side caching (CLIENT TRACKING) and retries
-// off, and sends every call through the pipeline (AlwaysPipelining), where
-// it ends with its context, on one connection per server
-// (PipelineMultiplex -1), so that a clean-up release never overtakes the
-// SET it undoes. Scripts are plain EVALSHA and EVAL (core falls back on
-// NOSCRIPT itself); Lua false, a RESP3 false, is a nil reply. EvalBatch is
-// one DoMulti. Watch is Receive, confirmed by the subscription hook, which
+// it, generated from rueidis's source by internal/generate (go generate);
+// TestGeneratedFromRueidis fails when the two are out of step, so that a
+// fix lands once, in rueidis. ClientOption turns client-side caching
+// (CLIENT TRACKING) and retries off, and sends every call through the
+// pipeline (AlwaysPipelining), where it ends with its context, on one
+// connection per server (PipelineMultiplex -1), so that a clean-up
+// release never overtakes the SET it undoes. Scripts are plain EVALSHA and
+// EVAL (core falls back on NOSCRIPT itself); Lua false, a RESP3 false, is
+// a nil reply. EvalBatch is one DoMulti. Watch is Receive, confirmed by the subscription hook, which
 // UNSUBSCRIBEs through the return hook once the node's last watch of the
 // channel stops: valkey-go leaves the subscription on the connection.
 //
 // What it needed beyond goredis and redigo (rueidis has a type of its own
 // for it): valkey.NewClient connects before it returns, for up to its 5 s
 // dial timeout over a hung server, so Dial makes the clients in parallel
-// and returns, for one still connecting after core.DefaultNodeTimeout, the
+// and returns, for one still connecting after the connect wait
+// (WithConnectWait, core.DefaultNodeTimeout by default), the
 // shared driver.Late node, whose calls wait for it within their own
 // contexts and whose Close cuts the connection attempt short. And a
 // cluster client's Receive opens a new connection when the last one
@@ -37,3 +40,5 @@
 // of its context's end (NodeContract/WatchOnPausedServer, which failed one
 // run in four with 5 s).
 package valkey
+
+//go:generate go run ./internal/generate

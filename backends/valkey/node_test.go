@@ -53,7 +53,7 @@ func TestNewRefusesReplicasAndRedirects(t *testing.T) {
 			defer client.Close()
 			_, err = qlvalkey.New(client)
 			require.ErrorIs(t, err, core.ErrInvalidArgument)
-			assert.ErrorContains(t, err, "may write a lock to a replica or a new primary")
+			assert.ErrorContains(t, err, "was made with Standalone.ReplicaAddress or Standalone.EnableRedirect")
 		})
 	}
 }
