@@ -625,7 +625,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	}
 	kv := []string{k.rkey, k.value, l.ttlMillis}
 	keys, args := kv[:1:1], kv[1:]
-	results := l.round(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
+	results := l.askNodes(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
 		return l.scriptVote(ctx, i, driver.ScriptExtend, keys, args)
 	})
 	if qe := k.settleExtend(ctx, start, l.o.clock.Now(), deadline, results); qe != nil {

@@ -20,12 +20,12 @@ type nodeCall func(ctx context.Context, i int) (bool, error)
 // answer (Redlock rule 6).
 var releaseStrategy = strategies.Parallel()
 
-// round runs call on the nodes under strategy s and returns every node's
-// result. The strategy only orders the calls; the votes are counted here.
+// askNodes makes one round: it runs call on the nodes under strategy s
+// and returns every node's result. The strategy only orders the calls; the votes are counted here.
 // A suspect node is asked in the background, and waited for only while
 // the round's outcome is open (lateCalls).
-func (l *Locker) round(ctx context.Context, s strategies.Strategy, call nodeCall) []NodeResult {
-	return l.roundOwing(ctx, s, call, nil, nil)
+func (l *Locker) askNodes(ctx context.Context, s strategies.Strategy, call nodeCall) []NodeResult {
+	return l.askNodesOwing(ctx, s, call, nil, nil)
 }
 
 // owing is a release round's: which nodes need the call at all, and what
@@ -52,11 +52,11 @@ func (o *owing) known(i int) *NodeResult {
 	return nil
 }
 
-// roundOwing is round, but with results known before it asks (known(i)
+// askNodesOwing is askNodes, but with results known before it asks (known(i)
 // not nil: node i is not asked, and that is its result), and for a
 // release (o not nil) what o says. A release that a suspect node cannot
 // be sent at once, or does not answer, is owed to it.
-func (l *Locker) roundOwing(ctx context.Context, s strategies.Strategy, call nodeCall, known func(i int) *NodeResult, o *owing) []NodeResult {
+func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call nodeCall, known func(i int) *NodeResult, o *owing) []NodeResult {
 	n := len(l.nodes)
 	st := new(roundState) // one allocation for up to smallRound nodes
 	results, votes := st.results[:], st.votes[:]
@@ -310,7 +310,7 @@ func (l *Locker) releaseAll(ctx context.Context, key, qkey, value string, notify
 		st.kv[3] = driver.ReleaseChannel(key)
 		st.kv[1] = qkey
 	}
-	results = l.roundOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
+	results = l.askNodesOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		kv := &st.kv
 		if i != herald {
 			return l.scriptVote(ctx, i, driver.ScriptRelease, kv[:1], kv[2:3])
@@ -377,14 +377,14 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 		// The leader's grant is its result: not a call to make again,
 		// nor one to make in the background if it turns suspect now.
 		leader, grant := i, results[i]
-		return l.roundOwing(ctx, l.o.strategy, call, func(i int) *NodeResult {
+		return l.askNodesOwing(ctx, l.o.strategy, call, func(i int) *NodeResult {
 			if i == leader {
 				return &grant
 			}
 			return nil
 		}, nil)
 	}
-	return l.round(ctx, l.o.strategy, call)
+	return l.askNodes(ctx, l.o.strategy, call)
 }
 
 // acquireOnce is one round of the Redlock algorithm, with the fencing step
@@ -401,7 +401,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string,
 	if (woken == wokenByNotice || woken == wokenBySplit) && len(l.nodes) > 1 {
 		results = l.leaderRound(ctx, call)
 	} else {
-		results = l.round(ctx, l.o.strategy, call)
+		results = l.askNodes(ctx, l.o.strategy, call)
 	}
 	ok, _, _ := tally(results)
 	var token int64
