@@ -91,10 +91,10 @@ func newIdentity(nodes int) *identity {
 	return &identity{state: make([]atomic.Uint64, nodes), ids: make([]string, nodes), owner: make(map[string]int, nodes)}
 }
 
-// vote runs call on node i under the identity rule: a known duplicate is
-// checked again first, a failure marks the node unverified, and a yes
+// checkedCall runs call on node i under the identity rule: a known
+// duplicate is checked again first, a failure marks the node unverified, and a yes
 // counts only from a node checked since its last failure.
-func (l *Locker) vote(ctx context.Context, i int, call nodeCall) (bool, error) {
+func (l *Locker) checkedCall(ctx context.Context, i int, call nodeCall) (bool, error) {
 	// precheck and confirm, inlined: this runs on every node call.
 	st := &l.ident.state[i]
 	if s := st.Load(); s&stateBits == duplicate {
@@ -283,11 +283,11 @@ func (l *Locker) unverify(i int) {
 	}
 }
 
-// confirmAll is vote's ending for a batch of calls to node i: yeses count
-// only once confirm allows them, else each fails with its error.
-func (l *Locker) confirmAll(ctx context.Context, i int, votes []vote) {
+// confirmAll is checkedCall's ending for a batch of calls to node i: yeses
+// count only once confirm allows them, else each fails with its error.
+func (l *Locker) confirmAll(ctx context.Context, i int, answers []answer) {
 	var failed, yes bool
-	for _, v := range votes {
+	for _, v := range answers {
 		failed = failed || v.err != nil
 		yes = yes || v.ok && v.err == nil
 	}
@@ -298,9 +298,9 @@ func (l *Locker) confirmAll(ctx context.Context, i int, votes []vote) {
 		return
 	}
 	if err := l.confirm(ctx, i); err != nil {
-		for k := range votes {
-			if votes[k].ok && votes[k].err == nil {
-				votes[k] = vote{err: err}
+		for k := range answers {
+			if answers[k].ok && answers[k].err == nil {
+				answers[k] = answer{err: err}
 			}
 		}
 	}

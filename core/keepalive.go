@@ -314,21 +314,21 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 		}
 		wg.Go(func() {
 			start := l.o.clock.Now()
-			votes := make([]vote, len(locks))
+			answers := make([]answer, len(locks))
 			if err := l.precheck(ctx, j); err != nil {
-				for i := range votes {
-					votes[i].err = err
+				for i := range answers {
+					answers[i].err = err
 				}
 			} else {
 				if b, ok := l.nodes[j].(driver.Batcher); ok {
-					l.extendBatched(ctx, j, b, locks, ttl, votes)
+					l.extendBatched(ctx, j, b, locks, ttl, answers)
 				} else {
-					l.extendEach(ctx, j, locks, ttl, votes)
+					l.extendEach(ctx, j, locks, ttl, answers)
 				}
-				l.confirmAll(ctx, j, votes)
+				l.confirmAll(ctx, j, answers)
 			}
 			latency := l.o.clock.Now().Sub(start)
-			for i, v := range votes {
+			for i, v := range answers {
 				r := &out[i][j]
 				*r = NodeResult{Index: j, Node: l.names[j], Latency: latency}
 				// Never cut: the batch's only deadline is its own.
@@ -340,14 +340,14 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 	return out
 }
 
-// vote is one node's answer to one call.
-type vote struct {
+// answer is one node's answer to one call: its vote (ok) or an error.
+type answer struct {
 	ok  bool
 	err error
 }
 
 // extendBatched sends the extensions to node i in one batch.
-func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, ttl string, votes []vote) {
+func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, ttl string, answers []answer) {
 	s := driver.ScriptExtend
 	calls := make([]driver.Call, len(locks))
 	for j, k := range locks {
@@ -356,22 +356,22 @@ func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, loc
 	l.evalBatch(ctx, i, b, s, calls)
 	for j := range calls {
 		if calls[j].Err == nil {
-			votes[j].ok, votes[j].err = voteOf(s, calls[j].Reply)
+			answers[j].ok, answers[j].err = voteOf(s, calls[j].Reply)
 		} else {
-			votes[j].err = calls[j].Err
+			answers[j].err = calls[j].Err
 		}
 	}
 }
 
 // extendEach sends the extensions to node i one by one, a few at a time.
-func (l *Locker) extendEach(ctx context.Context, i int, locks []*Lock, ttl string, votes []vote) {
+func (l *Locker) extendEach(ctx context.Context, i int, locks []*Lock, ttl string, answers []answer) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(fallbackWorkers, len(locks)) {
 		wg.Go(func() {
 			for j := range next {
 				k := locks[j]
-				votes[j].ok, votes[j].err = l.scriptVote(ctx, i, driver.ScriptExtend, []string{k.rkey}, []string{k.value, ttl})
+				answers[j].ok, answers[j].err = l.scriptVote(ctx, i, driver.ScriptExtend, []string{k.rkey}, []string{k.value, ttl})
 			}
 		})
 	}

@@ -59,11 +59,11 @@ func (o *owing) known(i int) *NodeResult {
 func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call nodeCall, known func(i int) *NodeResult, o *owing) []NodeResult {
 	n := len(l.nodes)
 	st := new(roundState) // one allocation for up to smallRound nodes
-	results, votes := st.results[:], st.votes[:]
+	results, verdicts := st.results[:], st.verdicts[:]
 	if n <= smallRound {
-		results, votes = results[:n:n], votes[:n:n]
+		results, verdicts = results[:n:n], verdicts[:n:n]
 	} else {
-		results, votes = make([]NodeResult, n), make([]strategies.Result, n)
+		results, verdicts = make([]NodeResult, n), make([]strategies.Result, n)
 	}
 	var rel *owedRelease
 	var start time.Time // a release's: bounds its wait for owed releases
@@ -94,7 +94,7 @@ func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call 
 			}
 			return ok
 		},
-	}, votes)
+	}, verdicts)
 	late.await(ctx, l.o.clock, l.o.quorum, results, start.Add(l.o.nodeTimeout))
 	for i := range results {
 		results[i].Index = i
@@ -107,12 +107,12 @@ func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call 
 // allocation (roundState).
 const smallRound = 5
 
-// roundState is a round's results, the strategy's votes and the late
+// roundState is a round's results, the strategy's verdicts and the late
 // calls, for up to smallRound nodes.
 type roundState struct {
-	results [smallRound]NodeResult
-	votes   [smallRound]strategies.Result
-	late    lateCalls
+	results  [smallRound]NodeResult
+	verdicts [smallRound]strategies.Result
+	late     lateCalls
 }
 
 // attempt asks node i once, under actx (the caller's ctx bounded by the
@@ -120,7 +120,7 @@ type roundState struct {
 // vote for.
 func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *NodeResult) bool {
 	start := l.o.clock.Now()
-	ok, err := l.vote(actx, i, call) // one server, one vote (identity.go)
+	ok, err := l.checkedCall(actx, i, call) // one server, one vote (identity.go)
 	res.Latency = l.o.clock.Now().Sub(start)
 	// A passed deadline counts before its timer fires: a driver's socket
 	// deadline can beat it (docs/design.md, each node's outcome).
