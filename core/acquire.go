@@ -153,7 +153,7 @@ func (a *acquisition) run() (*Lock, error) {
 			return nil, a.last
 		}
 		if !a.skip {
-			if lock, done, err := a.attempt(); done {
+			if lock, done, err := a.try(); done {
 				return lock, err
 			}
 		}
@@ -167,10 +167,10 @@ func (a *acquisition) run() (*Lock, error) {
 	}
 }
 
-// attempt is one attempt of the acquisition: a round (and, after a last
-// try that split, its leader rounds). It reports done when the acquisition
+// try is one try of the acquisition: a round (and, after a last try that
+// split, its leader rounds). It reports done when the acquisition
 // ends with its result.
-func (a *acquisition) attempt() (lock *Lock, done bool, err error) {
+func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	l := a.l
 	if a.w != nil {
 		l.hub.arm(a.w, a.me) // before the round: a release during it counts

@@ -92,8 +92,8 @@ func newIdentity(nodes int) *identity {
 }
 
 // checkedCall runs call on node i under the identity rule: a known
-// duplicate is checked again first, a failure marks the node unverified, and a yes
-// counts only from a node checked since its last failure.
+// duplicate is checked again first, a failure marks the node unverified,
+// and a yes counts only from a node checked since its last failure.
 func (l *Locker) checkedCall(ctx context.Context, i int, call nodeCall) (bool, error) {
 	// precheck and confirm, inlined: this runs on every node call.
 	st := &l.ident.state[i]
