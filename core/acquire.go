@@ -51,17 +51,18 @@ const tryOnce = 0
 
 func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
 	if l.obs == nil {
-		return l.acquireLoop(ctx, key, tries)
+		return l.runAcquisition(ctx, key, tries)
 	}
 	ctx = l.begin(ctx, EventAcquire, key)
 	start := l.o.clock.Now()
-	lock, err := l.acquireLoop(ctx, key, tries)
+	lock, err := l.runAcquisition(ctx, key, tries)
 	l.observeAcquire(ctx, key, start, lock, err)
 	return lock, err
 }
 
-// acquireLoop checks the key, then runs an acquisition of it.
-func (l *Locker) acquireLoop(ctx context.Context, key string, tries int) (*Lock, error) {
+// runAcquisition checks the key and the context, sets up an acquisition
+// of the key and runs it.
+func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lock, error) {
 	if key == "" {
 		return nil, invalid("key is empty")
 	}
