@@ -159,7 +159,7 @@ func (a *acquisition) run() (*Lock, error) {
 			}
 		}
 		a.skip = false
-		if a.queue() {
+		if a.joinQueue() {
 			continue // released before the waiter could queue: try again now
 		}
 		if err := a.wait(a.delay()); err != nil {
@@ -174,7 +174,7 @@ func (a *acquisition) run() (*Lock, error) {
 func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	l := a.l
 	if a.w != nil {
-		l.hub.arm(a.w, a.me) // before the round: a release during it counts
+		l.hub.listen(a.w, a.me) // before the round: a release during it counts
 	}
 	a.rounds++
 	if !a.followUp {
@@ -268,7 +268,7 @@ func (a *acquisition) wait(delay time.Duration) error {
 	l := a.l
 	var released <-chan struct{}
 	if a.w != nil {
-		l.hub.arm(a.w, a.me)
+		l.hub.listen(a.w, a.me)
 		released = a.me.woken
 	}
 	timer := l.o.clock.NewTimer(delay)

@@ -50,16 +50,16 @@ type watch struct {
 	subKey
 
 	// guarded by hub.mu
-	refs   int
-	queue  []*waiter // waiting for a notice, longest waiting first
-	busy   *waiter   // woken, its round not yet over
-	missed bool      // a notice came while busy's round ran
-	stops  []func()
-	active bool         // the herald confirmed the subscription
-	ended  bool         // stopped: a subscription made later is stopped at once
-	linger driver.Timer // runs while refs is 0
-	fails  int          // failed subscriptions in a row
-	retry  driver.Timer // runs until the subscription is made again
+	refs      int
+	listeners []*waiter // waiting for a notice, longest waiting first
+	busy      *waiter   // woken, its round not yet over
+	missed    bool      // a notice came while busy's round ran
+	stops     []func()
+	active    bool         // the herald confirmed the subscription
+	ended     bool         // stopped: a subscription made later is stopped at once
+	linger    driver.Timer // runs while refs is 0
+	fails     int          // failed subscriptions in a row
+	retry     driver.Timer // runs until the subscription is made again
 }
 
 func newHub(l *Locker) *hub {
@@ -68,7 +68,7 @@ func newHub(l *Locker) *hub {
 }
 
 // join returns the subscription to rkey's release notices on the herald
-// node, with me queued on it; the caller must leave it. A new one is made
+// node, with me among its listeners; the caller must leave it. A new one is made
 // in the background.
 func (h *hub) join(rkey string, herald int, me *waiter) *watch {
 	sk := subKey{node: herald, channel: driver.WaiterChannel(rkey, h.owner)}
@@ -80,11 +80,11 @@ func (h *hub) join(rkey string, herald int, me *waiter) *watch {
 			h.pending.Done()
 		}
 		w.linger = nil
-		h.armLocked(w, me)
+		h.listenLocked(w, me)
 		return w
 	}
 	w := &watch{subKey: sk, refs: 1}
-	h.armLocked(w, me)
+	h.listenLocked(w, me)
 	if h.closed {
 		w.ended = true
 		return w
@@ -126,19 +126,19 @@ func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 	h.mu.Unlock()
 }
 
-// requeueLocked wakes every waiter in w's queue to queue its ticket now,
+// requeueLocked wakes every listener of w to queue its ticket now,
 // without a round first (see acquisition.wait); moved says that the
 // herald has moved. h.mu is held.
 func (h *hub) requeueLocked(w *watch, moved bool) {
-	for _, me := range w.queue {
-		me.queued, me.activated, me.moved = false, true, moved
+	for _, me := range w.listeners {
+		me.listening, me.activated, me.moved = false, true, moved
 		select {
 		case me.woken <- struct{}{}:
 		default:
 		}
 	}
-	clear(w.queue)
-	w.queue = w.queue[:0]
+	clear(w.listeners)
+	w.listeners = w.listeners[:0]
 }
 
 // heraldMoved is called when a node turns suspect or answers again: it
@@ -207,7 +207,7 @@ type waiter struct {
 	woken chan struct{} // receives a token when a notice picks it
 
 	// guarded by hub.mu
-	queued    bool   // in the watch's queue, for empty notices
+	listening bool   // in the watch's listeners, for empty notices
 	ticket    string // its ticket in the key's wait queue, if any
 	named     bool   // woken by its ticket: the lock was handed to it
 	activated bool   // woken because the subscription was confirmed
@@ -259,17 +259,18 @@ func (h *hub) takeWake(me *waiter) (named, activated, moved bool) {
 
 func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }
 
-// arm puts me in w's queue, if not there already.
-func (h *hub) arm(w *watch, me *waiter) {
+// listen puts me among w's listeners, if not there already: a notice
+// may wake it.
+func (h *hub) listen(w *watch, me *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.armLocked(w, me)
+	h.listenLocked(w, me)
 }
 
-func (h *hub) armLocked(w *watch, me *waiter) {
-	if !me.queued {
-		me.queued = true
-		w.queue = append(w.queue, me)
+func (h *hub) listenLocked(w *watch, me *waiter) {
+	if !me.listening {
+		me.listening = true
+		w.listeners = append(w.listeners, me)
 	}
 }
 
@@ -285,7 +286,7 @@ func (h *hub) roundOver(w *watch, me *waiter, won bool) {
 	missed := w.missed
 	w.missed = false
 	if missed && !won {
-		h.armLocked(w, me)
+		h.listenLocked(w, me)
 		h.notifyLocked(w)
 	}
 }
@@ -297,13 +298,13 @@ func (h *hub) notifyLocked(w *watch) {
 		w.missed = true
 		return
 	}
-	if len(w.queue) == 0 {
+	if len(w.listeners) == 0 {
 		return
 	}
-	me := w.queue[0]
-	w.queue[0] = nil
-	w.queue = w.queue[1:]
-	me.queued = false
+	me := w.listeners[0]
+	w.listeners[0] = nil
+	w.listeners = w.listeners[1:]
+	me.listening = false
 	w.busy = me
 	select {
 	case me.woken <- struct{}{}:
@@ -311,21 +312,21 @@ func (h *hub) notifyLocked(w *watch) {
 	}
 }
 
-// forget takes me out of w's queue, when its Acquire returns.
+// forget takes me out of w's listeners, when its Acquire returns.
 func (h *hub) forget(w *watch, me *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w.busy == me {
 		w.busy = nil
 	}
-	if me.queued {
-		for i, x := range w.queue {
+	if me.listening {
+		for i, x := range w.listeners {
 			if x == me {
-				w.queue = append(w.queue[:i], w.queue[i+1:]...)
+				w.listeners = append(w.listeners[:i], w.listeners[i+1:]...)
 				break
 			}
 		}
-		me.queued = false
+		me.listening = false
 	}
 }
 
@@ -406,11 +407,11 @@ func runAll(fns []func()) {
 	}
 }
 
-// queue puts the waiter in the key's wait queue after a round lost to a
-// holder (or with force, or when the herald moved before any round, see
+// joinQueue puts the waiter in the key's wait queue after a round lost to
+// a holder (or with force, or when the herald moved before any round, see
 // heraldMoved), joining the key's notices first. It reports true when the
 // queue first found the lock free: try again at once.
-func (a *acquisition) queue() (again bool) {
+func (a *acquisition) joinQueue() (again bool) {
 	if !a.handoff || !a.force && a.last != nil && !errors.Is(a.last.Reason, ErrNotAcquired) {
 		a.frees = 0 // not lost to a holder: no short pauses
 		return false
