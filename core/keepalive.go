@@ -111,7 +111,7 @@ func (kp *keeper) add(k *Lock) bool {
 	k.mu.Lock()
 	held, capped := k.state == stateHeld, k.capped
 	if held && !capped {
-		k.armLocked()
+		k.startTimerLocked()
 	}
 	// One interval after the start of the round that set the validity.
 	due := k.deadline.Add(-(l.o.ttl - l.o.drift())).Add(l.o.keepAlive)
@@ -254,7 +254,7 @@ func (kp *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
 		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
 		if capped { // it ends at risk, the at-risk margin before its validity
 			k.capped = true
-			k.rearmLocked()
+			k.moveTimerLocked()
 		}
 		k.mu.Unlock()
 		if !held || capped {

@@ -132,7 +132,7 @@ func (k *Lock) Done() <-chan struct{} {
 			k.done = closedChan
 		} else {
 			k.done = make(chan struct{})
-			k.armLocked()
+			k.startTimerLocked()
 		}
 	}
 	done := k.done
@@ -203,7 +203,7 @@ func (k *Lock) onEnd(fn func(cause error)) (detach func()) {
 		return func() {}
 	}
 	k.hooks = append(k.hooks, h)
-	k.armLocked()
+	k.startTimerLocked()
 	k.mu.Unlock()
 	return func() {
 		k.mu.Lock()
@@ -217,8 +217,9 @@ func (k *Lock) onEnd(fn func(cause error)) (detach func()) {
 	}
 }
 
-// armLocked starts the timer of the lock's end if none runs; k.mu is held.
-func (k *Lock) armLocked() {
+// startTimerLocked starts the timer of the lock's end if none runs;
+// k.mu is held.
+func (k *Lock) startTimerLocked() {
 	if k.timer != nil || k.state != stateHeld {
 		return
 	}
@@ -227,15 +228,15 @@ func (k *Lock) armLocked() {
 	k.timer = k.locker.o.clock.AfterFunc(k.endsLocked().Sub(k.locker.o.clock.Now()), func() { k.timerFired(gen) })
 }
 
-// rearmLocked moves a running timer to the lock's end, which a failed
+// moveTimerLocked moves a running timer to the lock's end, which a failed
 // extension or the maximum hold time brought forward; k.mu is held.
-func (k *Lock) rearmLocked() {
+func (k *Lock) moveTimerLocked() {
 	if k.timer == nil {
 		return // no one watches: Err finds the end when asked
 	}
 	k.timer.Stop()
 	k.timer = nil
-	k.armLocked()
+	k.startTimerLocked()
 }
 
 // atRiskLocked reports whether the lock ends at risk, before its validity
@@ -278,7 +279,7 @@ func (k *Lock) timerFired(gen uint64) {
 	k.timer = nil
 	s, cause := k.endLocked(k.locker.o.clock.Now())
 	if cause == nil {
-		k.armLocked()
+		k.startTimerLocked()
 		k.mu.Unlock()
 		return
 	}
@@ -297,7 +298,7 @@ func (k *Lock) extensionFailed(qe *QuorumError) {
 	defer k.mu.Unlock()
 	if k.state == stateHeld {
 		k.keptErr = &failed
-		k.rearmLocked()
+		k.moveTimerLocked()
 	}
 }
 
