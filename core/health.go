@@ -78,16 +78,16 @@ type owedRelease struct{ key, value string }
 // answer.
 type owedEntry struct {
 	rel   owedRelease
-	waits []*lateCall
+	waits []*suspectCall
 }
 
-// lateCall is a round's call to a suspect node that the round may wait
-// for (lateCalls): made in the background, or an owed release. res is set
+// suspectCall is a round's call to a suspect node that the round may wait
+// for (suspectCalls): made in the background, or an owed release. res is set
 // before it is sent on arrived, once.
-type lateCall struct {
+type suspectCall struct {
 	i       int
 	res     NodeResult
-	arrived chan<- *lateCall // buffered: one slot per node
+	arrived chan<- *suspectCall // buffered: one slot per node
 }
 
 // answered gives the rounds waiting for e the answer res.
@@ -432,7 +432,7 @@ func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed 
 // it did: not when the node is healthy again (ask it instead). With wait,
 // a release round waits for its answer: wait is sent on its arrived
 // channel with the answer, or a failure when the release is dropped.
-func (h *health) owe(i int, rel owedRelease, wait *lateCall) bool {
+func (h *health) owe(i int, rel owedRelease, wait *suspectCall) bool {
 	n := &h.nodes[i]
 	n.mu.Lock()
 	if !n.suspect.Load() {

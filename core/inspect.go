@@ -123,7 +123,7 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
 		return nil, err
 	}
 	// Written by each node's call; read only for nodes whose call the
-	// round waited for (a late call not waited for may still write).
+	// round waited for (a suspect call not waited for may still write).
 	answers := make([]NodeState, len(l.nodes))
 	results := l.askNodes(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		reply, err := l.eval(ctx, i, driver.ScriptInspect, []string{rkey}, nil)

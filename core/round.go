@@ -23,7 +23,7 @@ var releaseStrategy = strategies.Parallel()
 // askNodes makes one round: it runs call on the nodes under strategy s
 // and returns every node's result. The strategy only orders the calls; the votes are counted here.
 // A suspect node is asked in the background, and waited for only while
-// the round's outcome is open (lateCalls).
+// the round's outcome is open (suspectCalls).
 func (l *Locker) askNodes(ctx context.Context, s strategies.Strategy, call nodeCall) []NodeResult {
 	return l.askNodesOwing(ctx, s, call, nil, nil)
 }
@@ -70,7 +70,7 @@ func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call 
 	if o != nil {
 		known, rel, start = o.known, &o.rel, l.o.clock.Now()
 	}
-	late := &st.late
+	bg := &st.background
 	s.Run(ctx, strategies.Round{
 		Nodes:   n,
 		Quorum:  l.o.quorum,
@@ -82,7 +82,7 @@ func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call 
 					return r.Outcome == OutcomeOK
 				}
 			}
-			if l.health.suspect(i) && late.start(ctx, l, i, call, rel, &results[i]) {
+			if l.health.suspect(i) && bg.start(ctx, l, i, call, rel, &results[i]) {
 				return false
 			}
 			ok := l.attempt(ctx, actx, i, call, &results[i])
@@ -95,7 +95,7 @@ func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call 
 			return ok
 		},
 	}, verdicts)
-	late.await(ctx, l.o.clock, l.o.quorum, results, start.Add(l.o.nodeTimeout))
+	bg.await(ctx, l.o.clock, l.o.quorum, results, start.Add(l.o.nodeTimeout))
 	for i := range results {
 		results[i].Index = i
 		results[i].Node = l.names[i]
@@ -107,12 +107,12 @@ func (l *Locker) askNodesOwing(ctx context.Context, s strategies.Strategy, call 
 // allocation (roundState).
 const smallRound = 5
 
-// roundState is a round's results, the strategy's verdicts and the late
-// calls, for up to smallRound nodes.
+// roundState is a round's results, the strategy's verdicts and the
+// suspect calls, for up to smallRound nodes.
 type roundState struct {
-	results  [smallRound]NodeResult
-	verdicts [smallRound]strategies.Result
-	late     lateCalls
+	results    [smallRound]NodeResult
+	verdicts   [smallRound]strategies.Result
+	background suspectCalls
 }
 
 // attempt asks node i once, under actx (the caller's ctx bounded by the
@@ -133,14 +133,14 @@ func (l *Locker) attempt(ctx, actx context.Context, i int, call nodeCall, res *N
 	return res.Outcome == OutcomeOK
 }
 
-// lateCalls are a round's calls to suspect nodes, made in the background
+// suspectCalls are a round's calls to suspect nodes, made in the background
 // (one at a time per node: a node with one running is not asked), and
 // the releases it owes them.
-type lateCalls struct {
+type suspectCalls struct {
 	mu      sync.Mutex
-	calls   []*lateCall
-	owed    bool           // some calls are owed releases
-	arrived chan *lateCall // buffered: one slot per node
+	calls   []*suspectCall
+	owed    bool              // some calls are owed releases
+	arrived chan *suspectCall // buffered: one slot per node
 }
 
 // start asks suspect node i in the background, if no call to it runs,
@@ -148,27 +148,27 @@ type lateCalls struct {
 // or extension does not ask it, and a release (rel not nil) is owed to
 // it. A release that the call does not get answered is owed too. It
 // reports false when node i is healthy again: ask it.
-func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, rel *owedRelease, res *NodeResult) bool {
+func (c *suspectCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, rel *owedRelease, res *NodeResult) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.arrived == nil {
-		c.arrived = make(chan *lateCall, len(l.nodes))
+		c.arrived = make(chan *suspectCall, len(l.nodes))
 	}
-	lc := &lateCall{i: i, arrived: c.arrived}
+	sc := &suspectCall{i: i, arrived: c.arrived}
 	started := l.health.background(i, rel == nil, func(free func()) {
 		dctx := detached(ctx)
 		actx, cancel := context.WithTimeout(dctx, l.o.nodeTimeout)
-		l.attempt(dctx, actx, i, call, &lc.res)
+		l.attempt(dctx, actx, i, call, &sc.res)
 		cancel()
-		if !reached(&lc.res) {
+		if !reached(&sc.res) {
 			if rel != nil {
 				l.health.owe(i, *rel, nil)
 			}
 			free() // before the answer: a Release tried again may ask it
-			lc.arrived <- lc
+			sc.arrived <- sc
 			return
 		}
-		lc.arrived <- lc // the round need not wait for the releases owed
+		sc.arrived <- sc // the round need not wait for the releases owed
 		l.health.rejoin(i)
 	})
 	switch {
@@ -177,22 +177,22 @@ func (c *lateCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, 
 	case rel == nil:
 		res.Outcome, res.Err = OutcomeFailed, l.health.skipped(i)
 		return true
-	case l.health.owe(i, *rel, lc):
+	case l.health.owe(i, *rel, sc):
 		res.Outcome, res.Err = OutcomeFailed, l.health.owedErr(i)
 		c.owed = true
 	default:
 		return false
 	}
-	c.calls = append(c.calls, lc)
+	c.calls = append(c.calls, sc)
 	return true
 }
 
-// await waits for the late calls while the round's outcome is open: no
+// await waits for the suspect calls while the round's outcome is open: no
 // quorum yet, but one still possible with them; their answers go to
 // results. It stops when ctx ends, and waits for owed releases until
 // deadline at most, by clock. It runs after the strategy, whose attempts
 // (and so every start) have returned: no lock is needed.
-func (c *lateCalls) await(ctx context.Context, clock driver.Clock, quorum int, results []NodeResult, deadline time.Time) {
+func (c *suspectCalls) await(ctx context.Context, clock driver.Clock, quorum int, results []NodeResult, deadline time.Time) {
 	var timeout <-chan time.Time
 	if c.owed {
 		t := clock.NewTimer(deadline.Sub(clock.Now()))
@@ -205,8 +205,8 @@ func (c *lateCalls) await(ctx context.Context, clock driver.Clock, quorum int, r
 			return
 		}
 		select {
-		case lc := <-c.arrived:
-			results[lc.i] = lc.res
+		case sc := <-c.arrived:
+			results[sc.i] = sc.res
 			pending--
 		case <-ctx.Done():
 			return
@@ -456,7 +456,7 @@ func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []atomic.Int6
 			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
 		}, nil
 	}
-	var counters []atomic.Int64 // atomic: a late call may write after the round
+	var counters []atomic.Int64 // atomic: a suspect call may write after the round
 	// The scripts' arguments and keys, in one allocation.
 	kv := &[8]string{value, l.ttlMillis, l.guardMillis, rkey, fence, rkey, driver.BirthKey, fence}
 	args := kv[0:3]
