@@ -148,9 +148,10 @@ func (kp *keeper) signal() {
 	}
 }
 
-// idle returns once the goroutine has ended, if no lock is kept alive. It
+// waitIdle returns once the goroutine has ended, if no lock is kept alive.
+// It
 // must not be called from the keeper's own goroutine.
-func (kp *keeper) idle() {
+func (kp *keeper) waitIdle() {
 	kp.mu.Lock()
 	if len(kp.locks) > 0 || !kp.running {
 		kp.mu.Unlock()

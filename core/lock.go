@@ -473,7 +473,7 @@ func (k *Lock) release(ctx context.Context) error {
 	if state != stateReleased { // no renewal may follow the release
 		k.relErr.key = k.key
 		k.finish(stateReleased, &k.relErr)
-		l.keeper.idle()
+		l.keeper.waitIdle()
 	}
 	results, handed := l.releaseAll(detached(ctx), k.rkey, k.qkey, k.value, true, prev, k.skipped)
 	if handed {

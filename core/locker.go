@@ -419,7 +419,7 @@ func (l *Locker) finishClose() error {
 			errs = append(errs, err)
 		}
 	}
-	l.keeper.idle()
+	l.keeper.waitIdle()
 	l.hub.close()
 	l.health.close()
 	// In parallel: a driver may wait on a hung server before it lets go
