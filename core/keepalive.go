@@ -94,18 +94,18 @@ func (k *Lock) KeepAlive() error {
 
 // add starts keeping k alive unless the Locker is closed or k is no longer
 // held, and reports whether k is kept (or was stopped at the maximum hold
-// time). k's state is read under kp.mu, so no lock is added after its end.
-func (kp *keeper) add(k *Lock) bool {
+// time). k's state is read under p.mu, so no lock is added after its end.
+func (p *keeper) add(k *Lock) bool {
 	if testHookKeeperAdd != nil {
 		testHookKeeperAdd()
 	}
-	l := kp.l
+	l := p.l
 	if l.isClosed() {
 		return false
 	}
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	if kp.locks[k] != nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.locks[k] != nil {
 		return true
 	}
 	k.mu.Lock()
@@ -119,75 +119,74 @@ func (kp *keeper) add(k *Lock) bool {
 	if !held || capped {
 		return held
 	}
-	kp.locks[k] = &keptLock{due: due}
-	if !kp.running {
-		kp.running = true
-		kp.exited = make(chan struct{})
-		go kp.run(kp.exited)
+	p.locks[k] = &keptLock{due: due}
+	if !p.running {
+		p.running = true
+		p.exited = make(chan struct{})
+		go p.run(p.exited)
 		return true
 	}
-	kp.signal()
+	p.signal()
 	return true
 }
 
 // drop stops keeping k alive.
-func (kp *keeper) drop(k *Lock) {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	if _, ok := kp.locks[k]; ok {
-		delete(kp.locks, k)
-		kp.signal()
+func (p *keeper) drop(k *Lock) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.locks[k]; ok {
+		delete(p.locks, k)
+		p.signal()
 	}
 }
 
-// signal wakes the goroutine; kp.mu is held.
-func (kp *keeper) signal() {
+// signal wakes the goroutine; p.mu is held.
+func (p *keeper) signal() {
 	select {
-	case kp.wake <- struct{}{}:
+	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
 // waitIdle returns once the goroutine has ended, if no lock is kept alive.
-// It
-// must not be called from the keeper's own goroutine.
-func (kp *keeper) waitIdle() {
-	kp.mu.Lock()
-	if len(kp.locks) > 0 || !kp.running {
-		kp.mu.Unlock()
+// It must not be called from the keeper's own goroutine.
+func (p *keeper) waitIdle() {
+	p.mu.Lock()
+	if len(p.locks) > 0 || !p.running {
+		p.mu.Unlock()
 		return
 	}
-	exited := kp.exited
-	kp.signal()
-	kp.mu.Unlock()
+	exited := p.exited
+	p.signal()
+	p.mu.Unlock()
 	<-exited
 }
 
 // count returns how many locks are kept alive.
-func (kp *keeper) count() int {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	return len(kp.locks)
+func (p *keeper) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.locks)
 }
 
 // run is the keeper's goroutine: it renews what is due, sleeps until the
 // next lock falls due, and ends when no lock is left.
-func (kp *keeper) run(exited chan struct{}) {
+func (p *keeper) run(exited chan struct{}) {
 	defer close(exited)
-	l := kp.l
+	l := p.l
 	slack := l.o.keepAlive / 2
 	for {
-		kp.mu.Lock()
-		if len(kp.locks) == 0 {
-			kp.running = false
-			kp.mu.Unlock()
+		p.mu.Lock()
+		if len(p.locks) == 0 {
+			p.running = false
+			p.mu.Unlock()
 			return
 		}
 		now := l.o.clock.Now()
 		horizon := now.Add(slack)
 		var batch []*Lock
 		var next time.Time
-		for k, e := range kp.locks {
+		for k, e := range p.locks {
 			switch {
 			// Due, or due soon and neither retrying nor postponed (docs/design.md).
 			case !e.due.After(now) || (e.failures == 0 && !e.postponed && !e.due.After(horizon)):
@@ -196,30 +195,30 @@ func (kp *keeper) run(exited chan struct{}) {
 				next = e.due
 			}
 		}
-		kp.mu.Unlock()
+		p.mu.Unlock()
 
 		if len(batch) > 0 {
-			kp.renew(batch)
+			p.renew(batch)
 			continue
 		}
 		timer := l.o.clock.NewTimer(next.Sub(now))
 		select {
 		case <-timer.C():
-		case <-kp.wake:
+		case <-p.wake:
 			timer.Stop()
 		}
 	}
 }
 
 // renew extends the due locks of one tick together.
-func (kp *keeper) renew(batch []*Lock) {
-	l := kp.l
-	locks, deadlines := kp.due(batch)
+func (p *keeper) renew(batch []*Lock) {
+	l := p.l
+	locks, deadlines := p.due(batch)
 	if len(locks) == 0 {
 		return
 	}
-	kp.ticks.Add(1)
-	kp.renewals.Add(uint64(len(locks)))
+	p.ticks.Add(1)
+	p.renewals.Add(uint64(len(locks)))
 
 	timeout := l.o.nodeTimeout + time.Duration(len(locks))*batchCallAllowance
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -230,7 +229,7 @@ func (kp *keeper) renew(batch []*Lock) {
 
 	for i, k := range locks {
 		qe := k.settleExtend(context.Background(), start, end, deadlines[i], results[i])
-		kp.reschedule(k, qe, start, end)
+		p.reschedule(k, qe, start, end)
 		if qe != nil && errors.Is(qe.Reason, ErrUnavailable) {
 			k.extensionFailed(qe)
 		}
@@ -241,13 +240,13 @@ func (kp *keeper) renew(batch []*Lock) {
 // due returns the locks of batch to extend now, each with its op mutex
 // held, and their deadlines; it drops ended and capped locks and postpones
 // busy ones.
-func (kp *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
-	l := kp.l
+func (p *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
+	l := p.l
 	now := l.o.clock.Now()
 	locks = batch[:0]
 	for _, k := range batch {
 		if !k.op.TryLock() { // its Extend or Release runs
-			kp.postpone(k, now.Add(l.o.nodeTimeout))
+			p.postpone(k, now.Add(l.o.nodeTimeout))
 			continue
 		}
 		k.mu.Lock()
@@ -259,7 +258,7 @@ func (kp *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
 		}
 		k.mu.Unlock()
 		if !held || capped {
-			kp.drop(k)
+			p.drop(k)
 			k.op.Unlock()
 			continue
 		}
@@ -271,26 +270,26 @@ func (kp *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
 
 // reschedule sets when k is extended next, after the round from start to
 // end whose error is qe.
-func (kp *keeper) reschedule(k *Lock, qe *QuorumError, start, end time.Time) {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	e := kp.locks[k]
+func (p *keeper) reschedule(k *Lock, qe *QuorumError, start, end time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.locks[k]
 	if e == nil {
 		return
 	}
 	e.postponed = false
 	if qe == nil {
-		e.due, e.failures = start.Add(kp.l.o.keepAlive), 0
+		e.due, e.failures = start.Add(p.l.o.keepAlive), 0
 	} else {
 		e.failures++
-		e.due = end.Add(max(kp.l.o.keepAliveRetry(e.failures), MinRetryDelay))
+		e.due = end.Add(max(p.l.o.keepAliveRetry(e.failures), MinRetryDelay))
 	}
 }
 
-func (kp *keeper) postpone(k *Lock, due time.Time) {
-	kp.mu.Lock()
-	defer kp.mu.Unlock()
-	if e := kp.locks[k]; e != nil {
+func (p *keeper) postpone(k *Lock, due time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.locks[k]; e != nil {
 		e.due, e.postponed = due, true
 	}
 }
