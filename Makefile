@@ -108,7 +108,7 @@ gotest = $(GO) tool -modfile=$(TOOLS_MODFILE) gotestsum --format pkgname \
 UNIT_TIMEOUT ?= 20m
 unit:
 	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
-	@$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(filter-out $(SAFETY),$(MODULES)))
+	@$(if $(filter-out $(SAFETY),$(MODULES)),$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(filter-out $(SAFETY),$(MODULES))))
 	@$(if $(filter $(SAFETY),$(MODULES)),$(call in_modules,$(gotest) -timeout $(UNIT_TIMEOUT) $$pkgs,$(SAFETY)))
 
 ## long: unit in its long form, not part of test: every conformance.Run

@@ -19,12 +19,15 @@ if ! compgen -G '/lib/*/libc_malloc_debug.so.0' >/dev/null && ! compgen -G '/usr
   exit 1
 fi
 # The paths conformance/safety looks in (faketime.go's libfaketimeGlobs).
-if compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || [ -r /usr/lib/faketime/libfaketime.so.1 ] ||
-  [ -r /usr/local/lib/faketime/libfaketime.so.1 ]; then
+have_libfaketime() {
+  compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || [ -r /usr/lib/faketime/libfaketime.so.1 ] ||
+    [ -r /usr/local/lib/faketime/libfaketime.so.1 ]
+}
+if have_libfaketime; then
   exit 0
 fi
 
 "$(dirname "$0")/apt-install.sh" ensure-faketime libfaketime \
   "install libfaketime 0.9.10 or later, or set QUORUMLOCK_LIBFAKETIME to libfaketime.so.1." \
   faketime
-compgen -G '/usr/lib/*/faketime/libfaketime.so.1' >/dev/null || { echo "ensure-faketime: installation failed" >&2; exit 1; }
+have_libfaketime || { echo "ensure-faketime: installation failed" >&2; exit 1; }

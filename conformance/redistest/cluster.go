@@ -81,8 +81,8 @@ func newControl(addrs []string) *redis.ClusterClient {
 	})
 }
 
-// renewControl replaces the control client with a new one (WaitHealthy
-// teaches it the slot map); no test may be using the old one.
+// renewControl replaces the control client with a new one; no test may
+// be using the old one.
 func (c *Cluster) renewControl() {
 	_ = c.control.Close()
 	c.control = newControl(c.Addrs())

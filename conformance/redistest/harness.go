@@ -402,11 +402,16 @@ func (c *clusterTarget) reset(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	c.renewControl()
 	if err := c.WaitHealthy(ctx); err != nil {
 		return err
 	}
-	return c.each(func(s *Server) error { return scrub(ctx, s.Addr(), false) })
+	if err := c.each(func(s *Server) error { return scrub(ctx, s.Addr(), false) }); err != nil {
+		return err
+	}
+	// Last: scrub kills every client's connections, a control client's too.
+	c.renewControl()
+	c.Cluster.control.ReloadState(ctx) // learn the slot map now
+	return nil
 }
 
 // clusterServers are servers that are each a Redis Cluster.

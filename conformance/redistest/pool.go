@@ -53,8 +53,14 @@ func (p *pool) take(ctx context.Context, n int) ([]target, error) {
 
 	started, err := startAll(ctx, p.start, n-k)
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed { // close ran meanwhile and would never stop these
+		for _, tg := range started {
+			_ = tg.close()
+		}
+		return list, errors.Join(err, errors.New("redistest: the server pool was closed while it started servers"))
+	}
 	p.all = append(p.all, started...)
-	p.mu.Unlock()
 	return append(list, started...), err
 }
 
