@@ -82,7 +82,7 @@ func (n *Node) Watch(ctx context.Context, channel string, notify func(message st
 	return driver.Resubscribe(ctx, func(ctx context.Context, subscribed func(), message func(string)) error {
 		ps := sub.Subscribe(ctx) // no channel yet: nothing sent
 		defer ps.Close()
-		defer context.AfterFunc(ctx, func() { _ = ps.Close() })() // ends Receive at once
+		defer driver.AfterDone(ctx, func() { _ = ps.Close() })() // ends Receive at once
 		sctx := cmp.Or(first, ctx)
 		first = nil
 		if err := ps.Subscribe(sctx, channel); err != nil {

@@ -227,6 +227,20 @@ func Owned[N Node](node N, err error, client any) (Node, error) {
 	return node, nil
 }
 
+// AfterDone calls fn on a goroutine of its own once ctx is done, as
+// context.AfterFunc does, and returns a stop that cancels the call or,
+// when fn has begun, waits for it to end: no goroutine of it outlives
+// stop.
+func AfterDone(ctx context.Context, fn func()) (stop func()) {
+	done := make(chan struct{})
+	cancel := context.AfterFunc(ctx, func() { defer close(done); fn() })
+	return func() {
+		if !cancel() {
+			<-done
+		}
+	}
+}
+
 // Classification is the shared part of a Redis node's Classify:
 // KindNoScript when noScript (the driver saw a NOSCRIPT reply), KindContext
 // for an error of a context, and KindNodeFailure for anything else.

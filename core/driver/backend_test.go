@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,6 +80,7 @@ func TestRedisBackendsAreTransport(t *testing.T) {
 	for _, b := range []string{"goredis", "redigo", "rueidis", "valkey"} {
 		files, err := filepath.Glob(filepath.Join("..", "..", "backends", b, "*.go"))
 		require.NoError(t, err)
+		require.NotEmpty(t, files, "backends/%s: no files found", b)
 		lines := 0
 		for _, f := range files {
 			if !strings.HasSuffix(f, "_test.go") {
@@ -101,4 +104,28 @@ func codeLines(t *testing.T, file string) int {
 		}
 	}
 	return n
+}
+
+// AfterDone's stop waits for an fn that has begun, and cancels one that
+// has not.
+func TestAfterDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		started, release := make(chan struct{}), make(chan struct{})
+		stop := driver.AfterDone(ctx, func() { close(started); <-release })
+		cancel()
+		<-started
+		var returned atomic.Bool
+		go func() { stop(); returned.Store(true) }()
+		synctest.Wait()
+		assert.False(t, returned.Load(), "stop returned while fn ran")
+		close(release)
+		synctest.Wait()
+		assert.True(t, returned.Load(), "stop returned once fn ended")
+
+		ran := false
+		driver.AfterDone(t.Context(), func() { ran = true })()
+		synctest.Wait()
+		assert.False(t, ran, "fn ran after stop before ctx ended")
+	})
 }

@@ -246,10 +246,7 @@ func (l *Late) Classify(err error) ErrorKind {
 		}
 	default:
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return KindContext
-	}
-	return KindNodeFailure
+	return Classification(err, false)
 }
 
 // Sharded implements Sharded with the value given to StartLate.
