@@ -403,15 +403,27 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + " ms"
 }
 
+// nearLimit is how close node 0's expiry may come to the end of the
+// holder's validity for a cell to be too close to call: a holder
+// descheduled for a few milliseconds between its Validity check and its
+// write crosses it (x1.01 at a TTL of 2 s is 2.2 ms inside the limit).
+const nearLimit = 5 * time.Millisecond
+
 // Surprises lists the cells whose measurement contradicts Predict:
 // violations where none are predicted (a breach of the guarantee, or a
-// pause of the measuring process itself), and cells predicted to break
-// that showed no violation (the sweep missed it).
+// pause of the measuring process itself), and cells where no trial ran,
+// except those within nearLimit of the drift allowance's limit; and cells
+// predicted to break that showed no violation (the sweep missed it).
 func (e *Envelope) Surprises() (unpredicted, missed []string) {
 	for _, r := range e.Rows {
+		margin := time.Duration(float64(e.TTL)/r.Rate) - (e.TTL - e.Drift)
 		for _, c := range r.Cells {
 			at := fmt.Sprintf("x%v %v", r.Rate, c)
 			switch {
+			case c.Trials == 0:
+				unpredicted = append(unpredicted, at+": no trial ran")
+			case c.Violations > 0 && !c.Predicted && !c.Fenced && margin.Abs() < nearLimit:
+				// too close to call: reported in the table, not a failure
 			case c.Violations > 0 && !c.Predicted:
 				unpredicted = append(unpredicted, at)
 			case c.Violations == 0 && c.Predicted:

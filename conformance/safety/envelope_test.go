@@ -49,3 +49,18 @@ func TestEnvelopeShowsWhereSafetyEnds(t *testing.T) {
 	assert.True(t, env.Rows[1].Cells[0].Predicted && !env.Rows[0].Cells[0].Predicted,
 		"theory: a clock at x1.5 breaks the lock without a pause, one at x1 does not")
 }
+
+// Surprises fails a cell where no trial ran, and a violation theory does
+// not predict, except within a few milliseconds of the drift allowance's
+// limit, where a descheduled holder crosses it.
+func TestEnvelopeSurprises(t *testing.T) {
+	env := &safety.Envelope{TTL: 2 * time.Second, Drift: 22 * time.Millisecond, Rows: []safety.EnvelopeRow{
+		{Rate: 1, Cells: []safety.Cell{{Trials: 10, Violations: 1}, {Trials: 0, Fenced: true}}},
+		{Rate: 1.01, Cells: []safety.Cell{{Trials: 10, Violations: 1}, {Trials: 10, Violations: 1, Fenced: true}}},
+		{Rate: 1.05, Cells: []safety.Cell{{Trials: 10, Predicted: true}}},
+	}}
+	unpredicted, missed := env.Surprises()
+	assert.Len(t, unpredicted, 3, "x1's violation, x1's empty cell, x1.01's fenced violation: %q", unpredicted)
+	assert.Contains(t, unpredicted[1], "no trial ran")
+	assert.Len(t, missed, 1, "x1.05's predicted violation not seen")
+}

@@ -23,7 +23,7 @@ func reach(t *testing.T, conns [][]*redis.Client) [][]bool {
 		out[c] = make([]bool, len(conns[c]))
 		for n, rc := range conns[c] {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 				defer cancel()
 				out[c][n] = rc.Ping(ctx).Err() == nil
 			})
