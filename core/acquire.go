@@ -78,17 +78,14 @@ func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lo
 		return nil, err
 	}
 	a := &acquisition{l: l, ctx: ctx, key: key, rkey: rkey, fence: fence, tries: tries}
+	a.wait = pollWaiter{ctx: ctx, clock: l.o.clock, closing: l.closing}
 	// A key whose queue cannot share its cluster slot has none: waiters poll.
-	var hasQueue bool
-	if a.qkey, hasQueue = driver.QueueKey(rkey); !hasQueue {
-		a.qkey = ""
+	if qkey, ok := driver.QueueKey(rkey); ok {
+		a.qkey = qkey
+		if l.wake {
+			a.wait = l.newHandoffWaiter(ctx, rkey, qkey, tries > 1)
+		}
 	}
-	a.handoff = l.wake && hasQueue
-	// Just handed to a waiter here: queue behind it, no round first
-	// (docs/design.md, yielding).
-	a.force = a.handoff && tries > 1 && l.yielding(rkey)
-	a.skip = a.force
-	defer a.leaveQueue()
 	return a.run()
 }
 
@@ -123,21 +120,12 @@ type acquisition struct {
 	key, rkey, fence string
 	qkey             string // the wait queue's key, "" when the key has none
 	tries            int
-	handoff          bool // waiters queue for a hand-off (WithWakeOnRelease)
+	wait             waiter // how it waits between rounds (wait.go)
 
 	last *QuorumError // the last round's error
-	w    *watch       // the key's release notices, after a round lost to a holder
-	me   *waiter
-
 	// rounds counts every round; counted leaves out follow-ups, which use
 	// up no try (docs/design.md, what counts as a try).
 	rounds, counted int
-	followUp        bool
-	// woken is what woke the next round; chain, the wake of the round a
-	// follow-up follows, which it inherits.
-	woken, chain wakeKind
-	force, skip  bool // queue even if free; skip the next round
-	frees        int  // rounds in a row after which the queue found the lock free
 	// guard is the wait for young nodes before the next round; guarded,
 	// the sum of such waits.
 	guard, guarded time.Duration
@@ -145,6 +133,8 @@ type acquisition struct {
 
 // run makes rounds until one wins or the acquisition gives up.
 func (a *acquisition) run() (*Lock, error) {
+	defer a.wait.leave()
+	round := !a.wait.queueFirst()
 	for {
 		if err := contextError(a.ctx); err != nil {
 			if a.last == nil {
@@ -153,17 +143,17 @@ func (a *acquisition) run() (*Lock, error) {
 			a.last.Context = err
 			return nil, a.last
 		}
-		if !a.skip {
+		if round {
 			if lock, done, err := a.try(); done {
 				return lock, err
 			}
 		}
-		a.skip = false
-		if a.joinQueue() {
-			continue // released before the waiter could queue: try again now
-		}
-		if err := a.wait(a.delay()); err != nil {
-			return nil, err
+		var closed bool
+		if round, closed = a.wait.wait(a.last, a.delay()); closed {
+			if a.last == nil {
+				return nil, a.l.closedError(OpAcquire, a.key)
+			}
+			return nil, errors.Join(a.l.closedError(OpAcquire, a.key), a.last)
 		}
 	}
 }
@@ -173,22 +163,16 @@ func (a *acquisition) run() (*Lock, error) {
 // ends with its result.
 func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	l := a.l
-	if a.w != nil {
-		l.hub.listen(a.w, a.me) // before the round: a release during it counts
-	}
+	woken, followUp := a.wait.startRound()
 	a.rounds++
-	if !a.followUp {
+	if !followUp {
 		a.counted++
 	}
-	a.followUp = false
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, a.woken)
+	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, woken)
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(qe)
 	}
-	a.chain, a.woken = a.woken, wokenByNothing
-	if a.w != nil {
-		l.hub.roundOver(a.w, a.me, qe == nil)
-	}
+	a.wait.endRound(qe, handed)
 	if qe == nil {
 		lock.tries = a.rounds
 		lock, err = l.register(lock)
@@ -202,7 +186,6 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if qe.Context != nil || a.counted >= a.tries {
 		return nil, true, qe
 	}
-	a.force = handed // queue behind the waiter its clean-up woke
 	return nil, false, nil
 }
 
@@ -244,59 +227,12 @@ func split(qe *QuorumError, handed bool) bool {
 	return ok > 0 && ok < qe.Quorum
 }
 
-// delay returns the wait before the next round: the retry policy's, the
-// restart guard's, or a short pause after a notice.
+// delay returns the wait before the next round: the retry policy's, or
+// the restart guard's (the waiter may shorten it after a notice).
 func (a *acquisition) delay() time.Duration {
-	l := a.l
-	delay := max(l.o.retry(max(a.counted, 1)), MinRetryDelay)
+	delay := max(a.l.o.retry(max(a.counted, 1)), MinRetryDelay)
 	if a.guard > 0 {
 		delay, a.guard = a.guard, 0
 	}
-	if a.frees > 1 && a.chain != wokenByNothing {
-		// Free again after a notice: its release may still be reaching the
-		// other nodes (docs/design.md, short pauses after a notice).
-		if pause := MinRetryDelay << min(a.frees-2, 30); pause < l.o.nodeTimeout && pause < delay {
-			delay, a.followUp = pause, true
-		}
-	}
 	return delay
-}
-
-// wait waits delay, or less when a release notice wakes the waiter or ctx
-// ends; it returns an error only when the Locker closes.
-func (a *acquisition) wait(delay time.Duration) error {
-	l := a.l
-	var released <-chan struct{}
-	if a.w != nil {
-		l.hub.listen(a.w, a.me)
-		released = a.me.woken
-	}
-	timer := l.o.clock.NewTimer(delay)
-	defer timer.Stop()
-	select {
-	case <-timer.C():
-		if a.followUp {
-			a.woken = a.chain
-		}
-	case <-released:
-		a.followUp = false // a new wake
-		named, activated, moved := l.hub.takeWake(a.me)
-		switch {
-		case named:
-			a.woken = wokenByTicket
-		case moved: // queue on the new herald now; if free, a leader round
-			a.skip, a.chain = true, wokenByNotice
-		case activated: // queue now; a round only if the lock is free
-			a.skip = true
-		default:
-			a.woken = wokenByNotice
-		}
-	case <-a.ctx.Done():
-	case <-l.closing:
-		if a.last == nil {
-			return l.closedError(OpAcquire, a.key)
-		}
-		return errors.Join(l.closedError(OpAcquire, a.key), a.last)
-	}
-	return nil
 }

@@ -33,7 +33,7 @@ type hub struct {
 
 	mu      sync.Mutex
 	subs    map[subKey]*watch
-	tickets map[string]*waiter // this Locker's tickets in wait queues
+	tickets map[string]*listener // this Locker's tickets in wait queues
 	closed  bool
 	pending sync.WaitGroup // subscriptions being made, and lingering ones
 }
@@ -51,9 +51,9 @@ type watch struct {
 
 	// guarded by hub.mu
 	refs      int
-	listeners []*waiter // waiting for a notice, longest waiting first
-	busy      *waiter   // woken, its round not yet over
-	missed    bool      // a notice came while busy's round ran
+	listeners []*listener // waiting for a notice, longest waiting first
+	busy      *listener   // woken, its round not yet over
+	missed    bool        // a notice came while busy's round ran
 	stops     []func()
 	active    bool         // the herald confirmed the subscription
 	ended     bool         // stopped: a subscription made later is stopped at once
@@ -64,13 +64,13 @@ type watch struct {
 
 func newHub(l *Locker) *hub {
 	owner := newValue()[:8] // base64url: no dot
-	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[subKey]*watch), tickets: make(map[string]*waiter)}
+	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[subKey]*watch), tickets: make(map[string]*listener)}
 }
 
 // join returns the subscription to rkey's release notices on the herald
 // node, with me among its listeners; the caller must leave it. A new one is made
 // in the background.
-func (h *hub) join(rkey string, herald int, me *waiter) *watch {
+func (h *hub) join(rkey string, herald int, me *listener) *watch {
 	sk := subKey{node: herald, channel: driver.WaiterChannel(rkey, h.owner)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -202,8 +202,8 @@ func (h *hub) message(w *watch, message string) {
 	h.notifyLocked(w)
 }
 
-// waiter is one Acquire call waiting on a watch.
-type waiter struct {
+// listener is one Acquire call waiting on a watch.
+type listener struct {
 	woken chan struct{} // receives a token when a notice picks it
 
 	// guarded by hub.mu
@@ -215,7 +215,7 @@ type waiter struct {
 }
 
 // hasTicket reports whether me waits in the key's wait queue.
-func (h *hub) hasTicket(me *waiter) bool {
+func (h *hub) hasTicket(me *listener) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return me.ticket != ""
@@ -223,7 +223,7 @@ func (h *hub) hasTicket(me *waiter) bool {
 
 // newTicket gives me a ticket for the key's wait queue, registered before
 // it is queued; ok is false when w is not confirmed or me has one.
-func (h *hub) newTicket(w *watch, me *waiter) (ticket string, ok bool) {
+func (h *hub) newTicket(w *watch, me *listener) (ticket string, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !w.active || w.ended || me.ticket != "" {
@@ -235,7 +235,7 @@ func (h *hub) newTicket(w *watch, me *waiter) (ticket string, ok bool) {
 }
 
 // dropTicket forgets me's ticket and returns it, or "" if it has none.
-func (h *hub) dropTicket(me *waiter) string {
+func (h *hub) dropTicket(me *listener) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := me.ticket
@@ -249,7 +249,7 @@ func (h *hub) dropTicket(me *waiter) string {
 // takeWake reports what woke me since the last call: its ticket, the
 // subscription's confirmation, or the herald's move (with activated);
 // none of them for an empty notice.
-func (h *hub) takeWake(me *waiter) (named, activated, moved bool) {
+func (h *hub) takeWake(me *listener) (named, activated, moved bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	named, activated, moved = me.named, me.activated, me.moved
@@ -257,17 +257,17 @@ func (h *hub) takeWake(me *waiter) (named, activated, moved bool) {
 	return named, activated, moved
 }
 
-func newWaiter() *waiter { return &waiter{woken: make(chan struct{}, 1)} }
+func newListener() *listener { return &listener{woken: make(chan struct{}, 1)} }
 
 // listen puts me among w's listeners, if not there already: a notice
 // may wake it.
-func (h *hub) listen(w *watch, me *waiter) {
+func (h *hub) listen(w *watch, me *listener) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.listenLocked(w, me)
 }
 
-func (h *hub) listenLocked(w *watch, me *waiter) {
+func (h *hub) listenLocked(w *watch, me *listener) {
 	if !me.listening {
 		me.listening = true
 		w.listeners = append(w.listeners, me)
@@ -276,7 +276,7 @@ func (h *hub) listenLocked(w *watch, me *waiter) {
 
 // roundOver is called after each of me's rounds: notices held back while
 // it ran are passed on to one waiter unless me won.
-func (h *hub) roundOver(w *watch, me *waiter, won bool) {
+func (h *hub) roundOver(w *watch, me *listener, won bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w.busy != me {
@@ -313,7 +313,7 @@ func (h *hub) notifyLocked(w *watch) {
 }
 
 // forget takes me out of w's listeners, when its Acquire returns.
-func (h *hub) forget(w *watch, me *waiter) {
+func (h *hub) forget(w *watch, me *listener) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if w.busy == me {
@@ -331,7 +331,7 @@ func (h *hub) forget(w *watch, me *waiter) {
 }
 
 // leave gives up a subscription; the last to leave lets it linger, then ends it.
-func (h *hub) leave(w *watch, me *waiter) {
+func (h *hub) leave(w *watch, me *listener) {
 	h.forget(w, me)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -407,56 +407,133 @@ func runAll(fns []func()) {
 	}
 }
 
+// handoffWaiter is the waiter of a key with hand-off (WithWakeOnRelease):
+// after a round lost to a holder it queues a ticket in the key's wait
+// queue on the herald, and wakes at a release notice as well as at the
+// retry delay (docs/design.md, the hand-off inside).
+type handoffWaiter struct {
+	l          *Locker
+	ctx        context.Context
+	rkey, qkey string
+
+	w  *watch    // the key's release notices, once queued
+	me *listener // this acquisition among w's listeners
+	// force queues even if the lock is free: just handed to a waiter here,
+	// or by the last round's clean-up.
+	force bool
+	// woken is what woke the next round; chain, the wake of the round a
+	// follow-up follows, which it inherits. followUp: the next round uses
+	// up no try.
+	woken, chain wakeKind
+	followUp     bool
+	frees        int // rounds in a row after which the queue found the lock free
+}
+
+// newHandoffWaiter returns the waiter of rkey, whose wait queue is qkey;
+// with yield, it queues before its first round if this Locker just handed
+// the key to a waiter (docs/design.md, yielding).
+func (l *Locker) newHandoffWaiter(ctx context.Context, rkey, qkey string, yield bool) *handoffWaiter {
+	return &handoffWaiter{l: l, ctx: ctx, rkey: rkey, qkey: qkey, force: yield && l.yielding(rkey)}
+}
+
+func (h *handoffWaiter) queueFirst() bool { return h.force }
+
+func (h *handoffWaiter) startRound() (wakeKind, bool) {
+	if h.w != nil {
+		h.l.hub.listen(h.w, h.me) // before the round: a release during it counts
+	}
+	followUp := h.followUp
+	h.followUp = false
+	return h.woken, followUp
+}
+
+func (h *handoffWaiter) endRound(qe *QuorumError, handed bool) {
+	h.chain, h.woken = h.woken, wokenByNothing
+	if h.w != nil {
+		h.l.hub.roundOver(h.w, h.me, qe == nil)
+	}
+	h.force = handed // queue behind the waiter its clean-up woke
+}
+
+func (h *handoffWaiter) wait(last *QuorumError, delay time.Duration) (round, closed bool) {
+	if h.joinQueue(last) {
+		return true, false // released before the waiter could queue: try again now
+	}
+	if h.frees > 1 && h.chain != wokenByNothing {
+		// Free again after a notice: its release may still be reaching the
+		// other nodes (docs/design.md, short pauses after a notice).
+		if pause := MinRetryDelay << min(h.frees-2, 30); pause < h.l.o.nodeTimeout && pause < delay {
+			delay, h.followUp = pause, true
+		}
+	}
+	var released <-chan struct{}
+	if h.w != nil {
+		h.l.hub.listen(h.w, h.me)
+		released = h.me.woken
+	}
+	woke, closed := sleep(h.ctx, h.l.o.clock, h.l.closing, delay, released)
+	if !woke {
+		if h.followUp {
+			h.woken = h.chain
+		}
+		return true, closed
+	}
+	h.followUp = false // a new wake
+	named, activated, moved := h.l.hub.takeWake(h.me)
+	switch {
+	case named:
+		h.woken = wokenByTicket
+	case moved: // queue on the new herald now; if free, a leader round
+		h.chain = wokenByNotice
+		return false, false
+	case activated: // queue now; a round only if the lock is free
+		return false, false
+	default:
+		h.woken = wokenByNotice
+	}
+	return true, false
+}
+
 // joinQueue puts the waiter in the key's wait queue after a round lost to
 // a holder (or with force, or when the herald moved before any round, see
 // heraldMoved), joining the key's notices first. It reports true when the
 // queue first found the lock free: try again at once.
-func (a *acquisition) joinQueue() (again bool) {
-	if !a.handoff || !a.force && a.last != nil && !errors.Is(a.last.Reason, ErrNotAcquired) {
-		a.frees = 0 // not lost to a holder: no short pauses
+func (h *handoffWaiter) joinQueue(last *QuorumError) (again bool) {
+	if !h.force && last != nil && !errors.Is(last.Reason, ErrNotAcquired) {
+		h.frees = 0 // not lost to a holder: no short pauses
 		return false
 	}
-	herald := a.l.heraldNow()
-	if a.w != nil && a.w.node != herald { // the herald failed over, or back
-		a.leaveQueue()
-		a.w, a.me = nil, nil
+	herald := h.l.heraldNow()
+	if h.w != nil && h.w.node != herald { // the herald failed over, or back
+		h.leave()
+		h.w, h.me = nil, nil
 	}
-	if a.w == nil {
-		a.me = newWaiter()
-		a.w = a.l.hub.join(a.rkey, herald, a.me)
+	if h.w == nil {
+		h.me = newListener()
+		h.w = h.l.hub.join(h.rkey, herald, h.me)
 	}
-	queued, free := a.l.enqueue(a.ctx, a.w, a.me, a.rkey, a.qkey, a.force)
+	queued, free := h.l.enqueue(h.ctx, h.w, h.me, h.rkey, h.qkey, h.force)
 	if queued {
-		a.force = false
+		h.force = false
 	}
 	if !free {
-		a.frees = 0
+		h.frees = 0
 		return false
 	}
-	if a.frees++; a.frees == 1 {
-		a.followUp, a.woken = true, a.chain
+	if h.frees++; h.frees == 1 {
+		h.followUp, h.woken = true, h.chain
 		return true
 	}
 	return false
 }
 
-// leaveQueue takes the waiter out of the queue and the notices.
-func (a *acquisition) leaveQueue() {
-	if a.w != nil {
-		a.l.dequeue(a.ctx, a.w.node, a.me, a.qkey)
-		a.l.hub.leave(a.w, a.me)
+// leave takes the waiter out of the queue and the notices.
+func (h *handoffWaiter) leave() {
+	if h.w != nil {
+		h.l.dequeue(h.ctx, h.w.node, h.me, h.qkey)
+		h.l.hub.leave(h.w, h.me)
 	}
 }
-
-// wakeKind says what started a round of Acquire.
-type wakeKind uint8
-
-const (
-	wokenByNothing wakeKind = iota // the first round, a retry delay or a free lock
-	wokenByNotice                  // an empty release notice, which may have woken others
-	wokenByTicket                  // the waiter's own ticket: it alone was woken
-	wokenBySplit                   // the call's last round split the votes (acquire.go)
-)
 
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.
 const queueTTLFactor = 4
@@ -465,7 +542,7 @@ const queueTTLFactor = 4
 // force, even if the lock is free. It reports queued, or free when the
 // lock was free and nothing was queued; neither when w is not confirmed,
 // the herald failed, or me is already queued.
-func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey string, force bool) (queued, free bool) {
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey string, force bool) (queued, free bool) {
 	ticket, ok := l.hub.newTicket(w, me)
 	if !ok {
 		return l.hub.hasTicket(me), false
@@ -491,7 +568,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *waiter, rkey, qkey s
 // dequeue takes me's ticket out of the wait queue on node herald, if it is
 // still there; a suspect herald is not asked (a ticket left behind wakes
 // another waiter, or expires with the queue).
-func (l *Locker) dequeue(ctx context.Context, herald int, me *waiter, qkey string) {
+func (l *Locker) dequeue(ctx context.Context, herald int, me *listener, qkey string) {
 	ticket := l.hub.dropTicket(me)
 	if ticket == "" || l.health.suspect(herald) {
 		return
