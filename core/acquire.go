@@ -73,18 +73,14 @@ func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lo
 		return nil, l.closedError(OpAcquire, key)
 	}
 	defer l.leave(nil)
-	rkey, fence, err := l.storedKeys(key)
+	kind, err := l.newMutex(key)
 	if err != nil {
 		return nil, err
 	}
-	a := &acquisition{l: l, ctx: ctx, key: key, rkey: rkey, fence: fence, tries: tries}
+	a := &acquisition{l: l, ctx: ctx, key: key, kind: kind, tries: tries}
 	a.wait = pollWaiter{ctx: ctx, clock: l.o.clock, closing: l.closing}
-	// A key whose queue cannot share its cluster slot has none: waiters poll.
-	if qkey, ok := driver.QueueKey(rkey); ok {
-		a.qkey = qkey
-		if l.wake {
-			a.wait = l.newHandoffWaiter(ctx, rkey, qkey, tries > 1)
-		}
+	if l.wake && kind.queue() != "" { // else waiters poll
+		a.wait = l.newHandoffWaiter(ctx, kind, tries > 1)
 	}
 	return a.run()
 }
@@ -115,12 +111,12 @@ func (l *Locker) storedKeys(key string) (rkey, fence string, err error) {
 
 // acquisition is the state of one Acquire or TryAcquire between rounds.
 type acquisition struct {
-	l                *Locker
-	ctx              context.Context
-	key, rkey, fence string
-	qkey             string // the wait queue's key, "" when the key has none
-	tries            int
-	wait             waiter // how it waits between rounds (wait.go)
+	l     *Locker
+	ctx   context.Context
+	key   string   // as the user gave it
+	kind  lockKind // what a round sends (protocol.go)
+	tries int
+	wait  waiter // how it waits between rounds (wait.go)
 
 	last *QuorumError // the last round's error
 	// rounds counts every round; counted leaves out follow-ups, which use
@@ -168,7 +164,7 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if !followUp {
 		a.counted++
 	}
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, woken)
+	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken)
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(qe)
 	}
@@ -201,7 +197,7 @@ const splitRounds = 3
 func (a *acquisition) settle(splitErr *QuorumError) (*Lock, *QuorumError) {
 	for range splitRounds {
 		a.rounds++
-		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.rkey, a.qkey, a.fence, wokenBySplit)
+		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit)
 		switch {
 		case qe == nil:
 			return lock, nil

@@ -429,11 +429,12 @@ type handoffWaiter struct {
 	frees        int // rounds in a row after which the queue found the lock free
 }
 
-// newHandoffWaiter returns the waiter of rkey, whose wait queue is qkey;
-// with yield, it queues before its first round if this Locker just handed
-// the key to a waiter (docs/design.md, yielding).
-func (l *Locker) newHandoffWaiter(ctx context.Context, rkey, qkey string, yield bool) *handoffWaiter {
-	return &handoffWaiter{l: l, ctx: ctx, rkey: rkey, qkey: qkey, force: yield && l.yielding(rkey)}
+// newHandoffWaiter returns the waiter of the lock k, which has a wait
+// queue; with yield, it queues before its first round if this Locker just
+// handed the lock to a waiter (docs/design.md, yielding).
+func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, yield bool) *handoffWaiter {
+	rkey := k.stored()
+	return &handoffWaiter{l: l, ctx: ctx, rkey: rkey, qkey: k.queue(), force: yield && l.yielding(rkey)}
 }
 
 func (h *handoffWaiter) queueFirst() bool { return h.force }
@@ -553,7 +554,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
-	a, err := l.scriptAnswerOnce(cctx, w.node, driver.ScriptEnqueue, []string{rkey, qkey}, []string{ticket, l.queueTTL, mode})
+	a, err := l.requestAnswerOnce(cctx, w.node, &request{script: driver.ScriptEnqueue, keys: []string{rkey, qkey}, args: []string{ticket, l.queueTTL, mode}})
 	if ctx.Err() == nil && l.health.lost(cctx, w.node, err) {
 		l.health.failed(w.node, err)
 	}
@@ -574,7 +575,7 @@ func (l *Locker) dequeue(ctx context.Context, herald int, me *listener, qkey str
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
-	_, _ = l.scriptAnswerOnce(cctx, herald, driver.ScriptDequeue, []string{qkey}, []string{ticket})
+	_, _ = l.requestAnswerOnce(cctx, herald, &request{script: driver.ScriptDequeue, keys: []string{qkey}, args: []string{ticket}})
 	cancel()
 }
 

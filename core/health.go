@@ -72,7 +72,10 @@ func (n *nodeHealth) tryLane() bool {
 // owedRelease is a release a suspect node was not sent, or did not
 // answer. It never expires: a server that hangs reads a SET sent before
 // it hung only when it resumes, and the key lives a TTL from then.
-type owedRelease struct{ key, value string }
+type owedRelease struct {
+	kind  lockKind
+	value string
+}
 
 // owedEntry is an owed release and the release rounds that wait for its
 // answer.
@@ -399,7 +402,8 @@ func (h *health) deliver(i int, owed []*owedEntry) bool {
 func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed []*owedEntry) error {
 	var res NodeResult
 	if b == nil {
-		a, err := l.scriptAnswerOnce(ctx, i, driver.ScriptRelease, []string{owed[0].rel.key}, []string{owed[0].rel.value})
+		r := owed[0].rel.kind.release(owed[0].rel.value, false)
+		a, err := l.requestAnswerOnce(ctx, i, &r)
 		if l.health.lost(ctx, i, err) {
 			return err
 		}
@@ -407,11 +411,11 @@ func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed 
 		owed[0].answered(res)
 		return nil
 	}
-	calls := make([]driver.Call, len(owed))
+	reqs := make([]request, len(owed))
 	for j, e := range owed {
-		calls[j] = driver.Call{Keys: []string{e.rel.key}, Args: []string{e.rel.value}}
+		reqs[j] = e.rel.kind.release(e.rel.value, false)
 	}
-	l.evalBatch(ctx, i, b, driver.ScriptRelease, calls)
+	calls := l.sendBatch(ctx, i, b, reqs)
 	for j := range calls {
 		if l.health.lost(ctx, i, calls[j].Err) {
 			return calls[j].Err
@@ -420,7 +424,7 @@ func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed 
 	for j, e := range owed {
 		ok, err := false, calls[j].Err
 		if err == nil {
-			ok, err = voteOf(driver.ScriptRelease, calls[j].Reply)
+			ok, err = voteOf(reqs[j].script, calls[j].Reply)
 		}
 		res.Outcome, res.Err = l.outcome(i, ok, err, false, false, l.o.nodeTimeout)
 		e.answered(res)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // KeyState is what the nodes hold under a key, as Locker.Inspect read it.
@@ -118,15 +116,16 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
 		return nil, l.closedError(OpInspect, key)
 	}
 	defer l.leave(nil)
-	rkey, _, err := l.storedKeys(key)
+	m, err := l.newMutex(key)
 	if err != nil {
 		return nil, err
 	}
+	inspect := m.inspect()
 	// Written by each node's call; read only for nodes whose call the
 	// round waited for (a suspect call not waited for may still write).
 	answers := make([]NodeState, len(l.nodes))
 	results := l.askNodes(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
-		reply, err := l.eval(ctx, i, driver.ScriptInspect, []string{rkey}, nil)
+		reply, err := l.send(ctx, i, &inspect)
 		if err != nil {
 			return false, err
 		}

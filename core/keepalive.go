@@ -303,7 +303,6 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 	for i := range out {
 		out[i] = flat[i*n : (i+1)*n : (i+1)*n]
 	}
-	ttl := l.ttlMillis
 	var wg sync.WaitGroup
 	for j := range l.nodes {
 		if l.health.suspect(j) { // not asked (ErrNodeSuspect)
@@ -321,9 +320,9 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 				}
 			} else {
 				if b, ok := l.nodes[j].(driver.Batcher); ok {
-					l.extendBatched(ctx, j, b, locks, ttl, answers)
+					l.extendBatched(ctx, j, b, locks, answers)
 				} else {
-					l.extendEach(ctx, j, locks, ttl, answers)
+					l.extendEach(ctx, j, locks, answers)
 				}
 				l.confirmAll(ctx, j, answers)
 			}
@@ -347,16 +346,15 @@ type answer struct {
 }
 
 // extendBatched sends the extensions to node i in one batch.
-func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, ttl string, answers []answer) {
-	s := driver.ScriptExtend
-	calls := make([]driver.Call, len(locks))
+func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, locks []*Lock, answers []answer) {
+	reqs := make([]request, len(locks))
 	for j, k := range locks {
-		calls[j] = driver.Call{Keys: []string{k.rkey}, Args: []string{k.value, ttl}}
+		reqs[j] = k.kind.extend(k.value)
 	}
-	l.evalBatch(ctx, i, b, s, calls)
+	calls := l.sendBatch(ctx, i, b, reqs)
 	for j := range calls {
 		if calls[j].Err == nil {
-			answers[j].ok, answers[j].err = voteOf(s, calls[j].Reply)
+			answers[j].ok, answers[j].err = voteOf(reqs[j].script, calls[j].Reply)
 		} else {
 			answers[j].err = calls[j].Err
 		}
@@ -364,14 +362,15 @@ func (l *Locker) extendBatched(ctx context.Context, i int, b driver.Batcher, loc
 }
 
 // extendEach sends the extensions to node i one by one, a few at a time.
-func (l *Locker) extendEach(ctx context.Context, i int, locks []*Lock, ttl string, answers []answer) {
+func (l *Locker) extendEach(ctx context.Context, i int, locks []*Lock, answers []answer) {
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(fallbackWorkers, len(locks)) {
 		wg.Go(func() {
 			for j := range next {
 				k := locks[j]
-				answers[j].ok, answers[j].err = l.scriptVote(ctx, i, driver.ScriptExtend, []string{k.rkey}, []string{k.value, ttl})
+				r := k.kind.extend(k.value)
+				answers[j].ok, answers[j].err = l.requestVote(ctx, i, &r)
 			}
 		})
 	}

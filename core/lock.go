@@ -21,8 +21,8 @@ import (
 // it.
 type Lock struct {
 	locker *Locker
-	key    string // as given by the user
-	rkey   string // as stored: with the key prefix
+	key    string   // as given by the user
+	kind   lockKind // what it sends to the nodes (protocol.go)
 	value  string
 	token  int64
 	taken  time.Time     // start of the acquiring round
@@ -32,7 +32,6 @@ type Lock struct {
 	// skipped has the bits of the nodes the acquiring round never sent its
 	// call (left out as suspect): releases leave them out.
 	skipped uint64
-	qkey    string // the key's wait queue, "" when it has none
 
 	op sync.Mutex // serialises Extend and Release (and keep-alive renewals)
 
@@ -378,6 +377,11 @@ func (k *Lock) finish(s lockState, cause error) {
 	if s != stateAtRisk {
 		k.deadline = time.Time{}
 	}
+	k.mu.Unlock()
+	// After the state (the keeper adds only held locks), before Done: a
+	// holder woken by Done finds the lock no longer kept alive.
+	k.locker.keeper.drop(k)
+	k.mu.Lock()
 	if k.done != nil {
 		close(k.done)
 	} else {
@@ -393,7 +397,6 @@ func (k *Lock) finish(s lockState, cause error) {
 	for _, h := range hooks {
 		h.fn(cause)
 	}
-	k.locker.keeper.drop(k) // after the state: the keeper adds only held locks
 	if obs := k.locker.obs; obs != nil && s != stateReleased {
 		obs.Observe(context.Background(), Event{Kind: EventLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
 	}
@@ -475,9 +478,9 @@ func (k *Lock) release(ctx context.Context) error {
 		k.finish(stateReleased, &k.relErr)
 		l.keeper.waitIdle()
 	}
-	results, handed := l.releaseAll(detached(ctx), k.rkey, k.qkey, k.value, true, prev, k.skipped)
+	results, handed := l.releaseAll(detached(ctx), k.kind, k.value, true, prev, k.skipped)
 	if handed {
-		l.handedOver(k.rkey)
+		l.handedOver(k.kind.stored())
 	}
 	var again []NodeResult // kept while the outcome is open
 	if retryable(results, l.o.quorum) {
@@ -624,10 +627,9 @@ func (k *Lock) Extend(ctx context.Context) error {
 	if l.obs != nil {
 		ctx = l.begin(ctx, EventExtend, k.key)
 	}
-	kv := []string{k.rkey, k.value, l.ttlMillis}
-	keys, args := kv[:1:1], kv[1:]
+	extend := k.kind.extend(k.value)
 	results := l.askNodes(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
-		return l.scriptVote(ctx, i, driver.ScriptExtend, keys, args)
+		return l.requestVote(ctx, i, &extend)
 	})
 	if qe := k.settleExtend(ctx, start, l.o.clock.Now(), deadline, results); qe != nil {
 		if errors.Is(qe.Reason, ErrUnavailable) {

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,36 +289,29 @@ func detached(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// releaseAll asks every node to delete key if it holds value, but for the
+// releaseAll asks every node to release value's hold of k, but for the
 // nodes in skipped, never sent it. With notify, the herald also hands the
-// key to the oldest waiter in its queue qkey (if not ""), and handed
-// reports that it did. Nodes that answered prev, an earlier release of the
-// same value, are not asked again. A release to a suspect node runs in the
-// background if no call runs there, and is owed to it otherwise, or if
-// not answered: sent after the node's next answer (health.rejoin).
-func (l *Locker) releaseAll(ctx context.Context, key, qkey, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
-	// One allocation: keys kv[:1], args kv[2:3]; on the herald kv[:2], kv[2:4].
-	st := &struct {
-		kv     [4]string
-		answer atomic.Int64
-		o      owing
-	}{kv: [4]string{key, "", value, ""}, o: owing{rel: owedRelease{key: key, value: value}, skipped: skipped, prev: prev}}
+// lock to the oldest waiter in its queue, and handed reports that it did.
+// Nodes that answered prev, an earlier release of the same value, are not
+// asked again. A release to a suspect node runs in the background if no
+// call runs there, and is owed to it otherwise, or if not answered: sent
+// after the node's next answer (health.rejoin).
+func (l *Locker) releaseAll(ctx context.Context, k lockKind, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
+	st := &struct { // one allocation
+		plain, herald request
+		answer        atomic.Int64
+		o             owing
+	}{plain: k.release(value, false), o: owing{rel: owedRelease{kind: k, value: value}, skipped: skipped, prev: prev}}
 	herald := -1
 	if notify {
 		herald = l.heraldNow()
-		st.kv[3] = driver.ReleaseChannel(key)
-		st.kv[1] = qkey
+		st.herald = k.release(value, true)
 	}
 	results = l.askNodesOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
-		kv := &st.kv
 		if i != herald {
-			return l.scriptVote(ctx, i, driver.ScriptRelease, kv[:1], kv[2:3])
+			return l.requestVote(ctx, i, &st.plain)
 		}
-		keys := kv[:1]
-		if kv[1] != "" {
-			keys = kv[:2]
-		}
-		a, err := l.scriptAnswer(ctx, i, driver.ScriptRelease, keys, kv[2:4])
+		a, err := l.requestAnswer(ctx, i, &st.herald)
 		st.answer.Store(a)
 		return a > 0, err
 	}, nil, &st.o)
@@ -387,15 +379,15 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 	return l.askNodes(ctx, l.o.strategy, call)
 }
 
-// acquireOnce is one round of the Redlock algorithm, with the fencing step
-// when fence is set, a leaderRound after an empty notice or a split. A
-// failed round releases every node; it reports whether that handed the key
-// on.
-func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string, woken wakeKind) (*Lock, *QuorumError, bool) {
+// acquireOnce is one round of the Redlock algorithm for the lock k on key,
+// with the fencing step when k is fenced, a leaderRound after an empty
+// notice or a split. A failed round releases every node; it reports
+// whether that handed the key on.
+func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken wakeKind) (*Lock, *QuorumError, bool) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
-	call, counters := l.acquireCall(rkey, fence, value)
+	call, counters := l.grantCall(k, value)
 
 	var results []NodeResult
 	if (woken == wokenByNotice || woken == wokenBySplit) && len(l.nodes) > 1 {
@@ -406,12 +398,12 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string,
 	ok, _, _ := tally(results)
 	var token int64
 	var fenceErr *QuorumError
-	if fence != "" && ok >= l.o.quorum {
-		token, fenceErr = l.raiseFence(ctx, key, fence, results, counters)
+	if counters != nil && ok >= l.o.quorum {
+		token, fenceErr = l.raiseFence(ctx, key, k.fence(), results, counters)
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
-		lock := &Lock{locker: l, key: key, rkey: rkey, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), skipped: l.skippedNodes(results), qkey: qkey}
+		lock := &Lock{locker: l, key: key, kind: k, value: value, token: token, taken: start, deadline: start.Add(ttl - l.o.drift()), skipped: l.skippedNodes(results)}
 		if l.obs != nil {
 			lock.nodes = results // kept for the Observer only
 		}
@@ -420,7 +412,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key, rkey, qkey, fence string,
 
 	// Redlock rule 5: release every node, even after ctx ended. Only a round
 	// no notice started announces this release (docs/design.md, a round).
-	_, handed := l.releaseAll(detached(ctx), rkey, qkey, value, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
+	_, handed := l.releaseAll(detached(ctx), k, value, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed
@@ -445,53 +437,4 @@ func (l *Locker) lostBecause(ctx context.Context, results []NodeResult) error {
 	default:
 		return ErrNotAcquired
 	}
-}
-
-// acquireCall is what an acquiring round asks node i: SET NX PX, or the
-// fencing or guarded script (their counters go to the returned slice).
-func (l *Locker) acquireCall(rkey, fence, value string) (nodeCall, []atomic.Int64) {
-	ttl := l.o.ttl
-	if fence == "" && l.guarded == nil {
-		return func(ctx context.Context, i int) (bool, error) {
-			return l.nodes[i].SetNX(ctx, rkey, value, ttl)
-		}, nil
-	}
-	var counters []atomic.Int64 // atomic: a suspect call may write after the round
-	// The scripts' arguments and keys, in one allocation.
-	kv := &[8]string{value, l.ttlMillis, l.guardMillis, rkey, fence, rkey, driver.BirthKey, fence}
-	args := kv[0:3]
-	var fenced, guarded []string
-	if fence != "" {
-		counters = make([]atomic.Int64, len(l.nodes))
-		fenced = kv[3:5]
-	}
-	if l.guarded != nil {
-		guarded = kv[5:8]
-		if fence == "" {
-			guarded = guarded[:2]
-		}
-	}
-	return func(ctx context.Context, i int) (bool, error) {
-		s, keys, a := driver.ScriptAcquireGuarded, guarded, args
-		if l.guarded == nil || !l.guarded[i] {
-			if fence == "" {
-				return l.nodes[i].SetNX(ctx, rkey, value, ttl)
-			}
-			s, keys, a = driver.ScriptAcquireFenced, fenced, args[:2]
-		}
-		reply, err := l.eval(ctx, i, s, keys, a)
-		if err != nil {
-			return false, err
-		}
-		c, ok := reply.(int64)
-		switch {
-		case !ok && reply != nil:
-			return false, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.Name())
-		case c < 0:
-			return false, &restartGuardError{Age: time.Duration(-1-c) * time.Millisecond, MinAge: l.guardMin}
-		case counters != nil:
-			counters[i].Store(c)
-		}
-		return c > 0, nil
-	}, counters
 }
