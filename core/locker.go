@@ -93,7 +93,8 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		held:    make(map[*Lock]struct{}),
 		yields:  make(map[string]time.Time),
 	}
-	l.keeper, l.hub, l.health = newKeeper(l), newHub(l), newHealth(l)
+	l.keeper = newKeeper(l.keeperDeps())
+	l.hub, l.health = newHub(l), newHealth(l)
 	l.order = make([]int, len(names))
 	for i := range l.order {
 		l.order[i] = i
@@ -113,6 +114,21 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// keeperDeps is what the keeper uses of l.
+func (l *Locker) keeperDeps() keeperDeps {
+	return keeperDeps{
+		clock:       l.o.clock,
+		ttl:         l.o.ttl,
+		drift:       l.o.drift(),
+		keepAlive:   l.o.keepAlive,
+		retry:       l.o.keepAliveRetry,
+		nodeTimeout: l.o.nodeTimeout,
+		maxHold:     l.o.maxHold,
+		closed:      l.isClosed,
+		extend:      l.extendAll,
+	}
 }
 
 // nodeNames returns the nodes' names, or refuses an empty list, a nil
