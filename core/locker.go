@@ -94,7 +94,8 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		yields:  make(map[string]time.Time),
 	}
 	l.keeper = newKeeper(l.keeperDeps())
-	l.hub, l.health = newHub(l), newHealth(l)
+	l.hub = newHub(hubDeps{nodes: l.nodes, clock: o.clock, nodeTimeout: o.nodeTimeout, herald: l.heraldNow})
+	l.health = newHealth(l)
 	l.order = make([]int, len(names))
 	for i := range l.order {
 		l.order[i] = i
