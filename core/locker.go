@@ -95,7 +95,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	}
 	l.keeper = newKeeper(l.keeperDeps())
 	l.hub = newHub(hubDeps{nodes: l.nodes, clock: o.clock, nodeTimeout: o.nodeTimeout, herald: l.heraldNow})
-	l.health = newHealth(l)
+	l.health = newHealth(l.healthDeps())
 	l.order = make([]int, len(names))
 	for i := range l.order {
 		l.order[i] = i
@@ -129,6 +129,25 @@ func (l *Locker) keeperDeps() keeperDeps {
 		maxHold:     l.o.maxHold,
 		closed:      l.isClosed,
 		extend:      l.extendAll,
+	}
+}
+
+// healthDeps is what the health uses of l; l.hub is made.
+func (l *Locker) healthDeps() healthDeps {
+	return healthDeps{
+		nodes:       l.nodes,
+		names:       l.names,
+		clock:       l.o.clock,
+		nodeTimeout: l.o.nodeTimeout,
+		sharded:     l.sharded,
+		moved:       l.hub.heraldMoved,
+		identify: func(ctx context.Context, i int) error {
+			return l.identify(ctx, i, l.ident.state[i].Load())
+		},
+		sendOwed: func(ctx context.Context, i int, owed []*owedEntry) error {
+			b, _ := l.nodes[i].(driver.Batcher)
+			return l.releaseOwed(ctx, i, b, owed)
+		},
 	}
 }
 
