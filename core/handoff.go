@@ -25,7 +25,7 @@ const minSubscribeTimeout = time.Second
 
 // hub holds a Locker's release-notice subscriptions, by channel.
 type hub struct {
-	l           *Locker
+	hubDeps
 	unsupported atomic.Bool // the herald's Watch said errors.ErrUnsupported
 	owner       string      // this Locker's tickets are owner.seq
 	prefix      string      // owner and the dot
@@ -62,9 +62,17 @@ type watch struct {
 	retry     driver.Timer // runs until the subscription is made again
 }
 
-func newHub(l *Locker) *hub {
+// hubDeps is what the hub uses of its Locker, given by New.
+type hubDeps struct {
+	nodes       []Node // a subscription is made on a driver.Watcher
+	clock       driver.Clock
+	nodeTimeout time.Duration
+	herald      func() int // the node whose notices wake waiters now
+}
+
+func newHub(d hubDeps) *hub {
 	owner := newValue()[:8] // base64url: no dot
-	return &hub{l: l, owner: owner, prefix: owner + ".", subs: make(map[subKey]*watch), tickets: make(map[string]*listener)}
+	return &hub{hubDeps: d, owner: owner, prefix: owner + ".", subs: make(map[subKey]*watch), tickets: make(map[string]*listener)}
 }
 
 // join returns the subscription to rkey's release notices on the herald
@@ -90,9 +98,9 @@ func (h *hub) join(rkey string, herald int, me *listener) *watch {
 		return w
 	}
 	h.subs[sk] = w
-	if wn, ok := h.l.nodes[herald].(driver.Watcher); ok && !h.unsupported.Load() {
+	if wn, ok := h.nodes[herald].(driver.Watcher); ok && !h.unsupported.Load() {
 		h.pending.Add(1)
-		go h.subscribe(w, wn, max(h.l.o.nodeTimeout, minSubscribeTimeout))
+		go h.subscribe(w, wn, max(h.nodeTimeout, minSubscribeTimeout))
 	}
 	return w
 }
@@ -148,7 +156,7 @@ func (h *hub) requeueLocked(w *watch, moved bool) {
 // delay. Woken together, those that find the lock free make leader rounds,
 // so as not to split the votes (docs/design.md, the herald's failover).
 func (h *hub) heraldMoved() {
-	herald := h.l.heraldNow()
+	herald := h.herald()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.subs {
@@ -169,7 +177,7 @@ func (h *hub) retryLaterLocked(w *watch, wn driver.Watcher, timeout time.Duratio
 	pause := min(driver.MinBackoff<<min(w.fails, 16), driver.MaxBackoff)
 	w.fails++
 	h.pending.Add(1)
-	w.retry = h.l.o.clock.AfterFunc(pause, func() {
+	w.retry = h.clock.AfterFunc(pause, func() {
 		h.mu.Lock()
 		w.retry = nil
 		ended := w.ended
@@ -345,7 +353,7 @@ func (h *hub) leave(w *watch, me *listener) {
 		return
 	}
 	h.pending.Add(1)
-	w.linger = h.l.o.clock.AfterFunc(watchLinger, func() {
+	w.linger = h.clock.AfterFunc(watchLinger, func() {
 		defer h.pending.Done()
 		h.mu.Lock()
 		defer h.mu.Unlock()

@@ -24,8 +24,8 @@ import (
 
 // health is what a Locker knows of its nodes' health.
 type health struct {
-	l     *Locker
-	nodes []nodeHealth
+	healthDeps
+	status []nodeHealth // per node
 
 	// ctx bounds the calls of probes and deliveries: cancelled once
 	// Close's last try is over (lastTry after close).
@@ -118,12 +118,30 @@ const owedBatch = 256
 // the rest to send them).
 const lastTryFactor = 5
 
-func newHealth(l *Locker) *health {
-	h := &health{l: l, nodes: make([]nodeHealth, len(l.nodes)), stop: make(chan struct{})}
+// healthDeps is what the health uses of its Locker, given by New.
+type healthDeps struct {
+	nodes       []Node
+	names       []string
+	clock       driver.Clock
+	nodeTimeout time.Duration
+	sharded     func(i int) bool // node i spreads its keys over several servers
+	moved       func()           // a node turned suspect or healthy: the herald may have moved
+	// identify checks node i's identity (an answer saying it is a
+	// duplicate is no error).
+	identify func(ctx context.Context, i int) error
+	// sendOwed sends node i the owed releases, all in one round trip (at
+	// most owedBatch) on a driver.Batcher, else the only one, and gives
+	// each its answer; it returns an error that shows the node lost, with
+	// no release answered, else nil.
+	sendOwed func(ctx context.Context, i int, owed []*owedEntry) error
+}
+
+func newHealth(d healthDeps) *health {
+	h := &health{healthDeps: d, status: make([]nodeHealth, len(d.nodes)), stop: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
-	for i := range h.nodes {
-		h.nodes[i].why.Store(newSuspectErrors(l.names[i], nil))
-		h.nodes[i].lane = make(chan struct{}, 1)
+	for i := range h.status {
+		h.status[i].why.Store(newSuspectErrors(d.names[i], nil))
+		h.status[i].lane = make(chan struct{}, 1)
 	}
 	return h
 }
@@ -140,15 +158,15 @@ func newSuspectErrors(node string, cause error) *suspectErrors {
 }
 
 // skipped is the result of suspect node i when a round did not ask it.
-func (h *health) skipped(i int) error { return h.nodes[i].why.Load().skipped }
+func (h *health) skipped(i int) error { return h.status[i].why.Load().skipped }
 
 // unanswered is the result of suspect node i when a round asked it in the
 // background and did not wait for the answer.
-func (h *health) unanswered(i int) error { return h.nodes[i].why.Load().unanswered }
+func (h *health) unanswered(i int) error { return h.status[i].why.Load().unanswered }
 
 // owedErr is the result of suspect node i when a release round owed it
 // the release instead of asking it.
-func (h *health) owedErr(i int) error { return h.nodes[i].why.Load().owed }
+func (h *health) owedErr(i int) error { return h.status[i].why.Load().owed }
 
 // suspectError is the result of a suspect node a round did not wait for.
 type suspectError struct {
@@ -174,15 +192,15 @@ func (e *suspectError) Error() string {
 func (e *suspectError) Unwrap() []error { return []error{ErrNodeSuspect, e.cause} }
 
 // suspect reports whether node i is suspect.
-func (h *health) suspect(i int) bool { return h.nodes[i].suspect.Load() }
+func (h *health) suspect(i int) bool { return h.status[i].suspect.Load() }
 
 // failed records that a call to node i timed out or could not connect,
 // with err: the node is suspect from now on, and probed until it answers.
 // A sharded node (a Redis Cluster) never is: one master down says nothing
 // of the keys on the others.
 func (h *health) failed(i int, err error) {
-	n := &h.nodes[i]
-	if n.suspect.Load() || h.l.sharded(i) {
+	n := &h.status[i]
+	if n.suspect.Load() || h.sharded(i) {
 		return
 	}
 	n.mu.Lock()
@@ -190,9 +208,9 @@ func (h *health) failed(i int, err error) {
 	if n.suspect.Load() {
 		return
 	}
-	n.why.Store(newSuspectErrors(h.l.names[i], err))
+	n.why.Store(newSuspectErrors(h.names[i], err))
 	n.suspect.Store(true)
-	h.l.hub.heraldMoved()
+	h.moved()
 	if n.probing {
 		return
 	}
@@ -230,7 +248,7 @@ func (h *health) lost(ctx context.Context, i int, err error) bool {
 	if err == nil || othersFailure(err) {
 		return false
 	}
-	timedOut := ctx.Err() != nil || deadlinePassed(ctx) || h.l.nodes[i].Classify(err) == driver.KindContext
+	timedOut := ctx.Err() != nil || deadlinePassed(ctx) || h.nodes[i].Classify(err) == driver.KindContext
 	return broken(err, timedOut)
 }
 
@@ -242,10 +260,10 @@ func (h *health) lost(ctx context.Context, i int, err error) bool {
 // early with free. It reports false, running nothing, when it did not run
 // fn, or the Locker is closed.
 func (h *health) background(i int, throttle bool, fn func(free func())) bool {
-	n := &h.nodes[i]
-	now := h.l.o.clock.Now().UnixNano()
+	n := &h.status[i]
+	now := h.clock.Now().UnixNano()
 	if throttle {
-		if last := n.tried.Load(); now-last < int64(h.l.o.nodeTimeout) && now >= last {
+		if last := n.tried.Load(); now-last < int64(h.nodeTimeout) && now >= last {
 			return false
 		}
 	}
@@ -281,10 +299,10 @@ func (h *health) background(i int, throttle bool, fn func(free func())) bool {
 // releases are owed, and ends.
 func (h *health) probe(i int) {
 	defer h.probes.Done()
-	l, n := h.l, &h.nodes[i]
+	n := &h.status[i]
 	for {
 		last := false
-		t := l.o.clock.NewTimer(max(l.o.nodeTimeout, minProbeInterval))
+		t := h.clock.NewTimer(max(h.nodeTimeout, minProbeInterval))
 		select {
 		case <-t.C():
 		case <-h.stop:
@@ -318,7 +336,7 @@ func (h *health) probe(i int) {
 // within the node timeout; Close's bound, h.ctx, cuts the wait), so that
 // the releases owed are not dropped behind a call that fails.
 func (h *health) takeLane(i int, last bool) bool {
-	n := &h.nodes[i]
+	n := &h.status[i]
 	if !last {
 		return n.tryLane()
 	}
@@ -333,9 +351,9 @@ func (h *health) takeLane(i int, last bool) bool {
 // answers reports whether node i answers a check of its identity within
 // the node timeout (an answer saying it is a duplicate counts).
 func (h *health) answers(i int) bool {
-	ctx, cancel := context.WithTimeout(h.ctx, h.l.o.nodeTimeout)
+	ctx, cancel := context.WithTimeout(h.ctx, h.nodeTimeout)
 	defer cancel()
-	return !h.lost(ctx, i, h.l.identify(ctx, i, h.l.ident.state[i].Load()))
+	return !h.lost(ctx, i, h.identify(ctx, i))
 }
 
 // rejoin runs after node i answered a call, holding its lane: it sends
@@ -344,14 +362,14 @@ func (h *health) answers(i int) bool {
 // connection, so no owed release overtakes the SET it undoes. A lost
 // call leaves the node suspect, owed the rest.
 func (h *health) rejoin(i int) {
-	n := &h.nodes[i]
+	n := &h.status[i]
 	for {
 		n.mu.Lock()
 		owed := n.owed
 		if len(owed) == 0 {
 			n.suspect.Store(false)
 			n.mu.Unlock()
-			h.l.hub.heraldMoved()
+			h.moved()
 			return
 		}
 		n.owed = nil
@@ -369,15 +387,14 @@ func (h *health) rejoin(i int) {
 // the rest are owed again. Once the Locker's last try is over it stops,
 // and what is left expires at its TTL.
 func (h *health) deliver(i int, owed []*owedEntry) bool {
-	l := h.l
-	b, _ := l.nodes[i].(driver.Batcher)
+	_, batcher := h.nodes[i].(driver.Batcher)
 	for len(owed) > 0 {
 		m := 1
-		if b != nil {
+		if batcher {
 			m = min(owedBatch, len(owed))
 		}
-		ctx, cancel := context.WithTimeout(h.ctx, l.o.nodeTimeout)
-		err := l.releaseOwed(ctx, i, b, owed[:m])
+		ctx, cancel := context.WithTimeout(h.ctx, h.nodeTimeout)
+		err := h.sendOwed(ctx, i, owed[:m])
 		lost := h.lost(ctx, i, err)
 		cancel()
 		if lost {
@@ -437,7 +454,7 @@ func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed 
 // a release round waits for its answer: wait is sent on its arrived
 // channel with the answer, or a failure when the release is dropped.
 func (h *health) owe(i int, rel owedRelease, wait *suspectCall) bool {
-	n := &h.nodes[i]
+	n := &h.status[i]
 	n.mu.Lock()
 	if !n.suspect.Load() {
 		n.mu.Unlock()
@@ -470,8 +487,8 @@ func (h *health) owe(i int, rel owedRelease, wait *suspectCall) bool {
 
 // owedCount returns the number of releases owed, over all nodes.
 func (h *health) owedCount() (owed int) {
-	for i := range h.nodes {
-		n := &h.nodes[i]
+	for i := range h.status {
+		n := &h.status[i]
 		n.mu.Lock()
 		owed += len(n.owed)
 		n.mu.Unlock()
@@ -482,9 +499,9 @@ func (h *health) owedCount() (owed int) {
 // suspects returns the names of the suspect nodes, in node order.
 func (h *health) suspects() []string {
 	var out []string
-	for i := range h.nodes {
+	for i := range h.status {
 		if h.suspect(i) {
-			out = append(out, h.l.names[i])
+			out = append(out, h.names[i])
 		}
 	}
 	return out
@@ -509,7 +526,7 @@ func (h *health) close() {
 	if !h.closed {
 		h.closed = true
 		close(h.stop)
-		end = h.l.o.clock.AfterFunc(lastTryFactor*h.l.o.nodeTimeout, h.cancel)
+		end = h.clock.AfterFunc(lastTryFactor*h.nodeTimeout, h.cancel)
 	}
 	h.mu.Unlock()
 	h.probes.Wait()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/quorumlock/core/driver"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // This file is the keeper: one goroutine per Locker, while it has
@@ -28,7 +29,7 @@ var testHookKeeperAdd func()
 
 // keeper holds a Locker's kept-alive locks and runs their renewals.
 type keeper struct {
-	l *Locker
+	keeperDeps
 
 	mu      sync.Mutex
 	locks   map[*Lock]*keptLock
@@ -47,8 +48,23 @@ type keptLock struct {
 	postponed bool      // its Extend or Release was running: not before due
 }
 
-func newKeeper(l *Locker) *keeper {
-	return &keeper{l: l, locks: make(map[*Lock]*keptLock), wake: make(chan struct{}, 1)}
+// keeperDeps is what the keeper uses of its Locker, given by New.
+type keeperDeps struct {
+	clock       driver.Clock
+	ttl         time.Duration          // the locks' TTL
+	drift       time.Duration          // set aside for clock drift over the TTL
+	keepAlive   time.Duration          // the keep-alive interval
+	retry       strategies.RetryPolicy // the delay after failed extensions in a row
+	nodeTimeout time.Duration
+	maxHold     time.Duration // no extension starts after it; 0: no limit
+	closed      func() bool   // the Locker is closed
+	// extend runs the extend script for every lock on every node, within
+	// timeout, and returns each lock's results in node order.
+	extend func(ctx context.Context, locks []*Lock, timeout time.Duration) [][]NodeResult
+}
+
+func newKeeper(d keeperDeps) *keeper {
+	return &keeper{keeperDeps: d, locks: make(map[*Lock]*keptLock), wake: make(chan struct{}, 1)}
 }
 
 // KeepAlive extends the lock automatically until it is released or lost
@@ -99,8 +115,7 @@ func (p *keeper) add(k *Lock) bool {
 	if testHookKeeperAdd != nil {
 		testHookKeeperAdd()
 	}
-	l := p.l
-	if l.isClosed() {
+	if p.closed() {
 		return false
 	}
 	p.mu.Lock()
@@ -114,7 +129,7 @@ func (p *keeper) add(k *Lock) bool {
 		k.startTimerLocked()
 	}
 	// One interval after the start of the round that set the validity.
-	due := k.deadline.Add(-(l.o.ttl - l.o.drift())).Add(l.o.keepAlive)
+	due := k.deadline.Add(-(p.ttl - p.drift)).Add(p.keepAlive)
 	k.mu.Unlock()
 	if !held || capped {
 		return held
@@ -173,8 +188,7 @@ func (p *keeper) count() int {
 // next lock falls due, and ends when no lock is left.
 func (p *keeper) run(exited chan struct{}) {
 	defer close(exited)
-	l := p.l
-	slack := l.o.keepAlive / 2
+	slack := p.keepAlive / 2
 	for {
 		p.mu.Lock()
 		if len(p.locks) == 0 {
@@ -182,7 +196,7 @@ func (p *keeper) run(exited chan struct{}) {
 			p.mu.Unlock()
 			return
 		}
-		now := l.o.clock.Now()
+		now := p.clock.Now()
 		horizon := now.Add(slack)
 		var batch []*Lock
 		var next time.Time
@@ -201,7 +215,7 @@ func (p *keeper) run(exited chan struct{}) {
 			p.renew(batch)
 			continue
 		}
-		timer := l.o.clock.NewTimer(next.Sub(now))
+		timer := p.clock.NewTimer(next.Sub(now))
 		select {
 		case <-timer.C():
 		case <-p.wake:
@@ -210,23 +224,33 @@ func (p *keeper) run(exited chan struct{}) {
 	}
 }
 
-// renew extends the due locks of one tick together.
+// renew extends the due locks of one tick together. It holds each lock's
+// op mutex from its check to its settling, so that the lock's Extend and
+// Release wait for the renewal; a lock whose Extend or Release runs is
+// postponed by a node timeout, not waited for. Ended and capped locks are
+// dropped.
 func (p *keeper) renew(batch []*Lock) {
-	l := p.l
-	locks, deadlines := p.due(batch)
+	now := p.clock.Now()
+	var locks []*Lock
+	var deadlines []time.Time
+	for _, k := range batch {
+		if !k.op.TryLock() { // its Extend or Release runs
+			p.postpone(k, now.Add(p.nodeTimeout))
+			continue
+		}
+		deadline, ok := p.check(k, now)
+		if !ok {
+			p.drop(k)
+			k.op.Unlock()
+			continue
+		}
+		locks = append(locks, k)
+		deadlines = append(deadlines, deadline)
+	}
 	if len(locks) == 0 {
 		return
 	}
-	p.ticks.Add(1)
-	p.renewals.Add(uint64(len(locks)))
-
-	timeout := l.o.nodeTimeout + time.Duration(len(locks))*batchCallAllowance
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	start := l.o.clock.Now()
-	results := l.extendAll(ctx, locks, timeout)
-	end := l.o.clock.Now()
-	cancel()
-
+	start, end, results := p.extendAll(locks)
 	for i, k := range locks {
 		qe := k.settleExtend(context.Background(), start, end, deadlines[i], results[i])
 		p.reschedule(k, qe, start, end)
@@ -237,35 +261,33 @@ func (p *keeper) renew(batch []*Lock) {
 	}
 }
 
-// due returns the locks of batch to extend now, each with its op mutex
-// held, and their deadlines; it drops ended and capped locks and postpones
-// busy ones.
-func (p *keeper) due(batch []*Lock) (locks []*Lock, deadlines []time.Time) {
-	l := p.l
-	now := l.o.clock.Now()
-	locks = batch[:0]
-	for _, k := range batch {
-		if !k.op.TryLock() { // its Extend or Release runs
-			p.postpone(k, now.Add(l.o.nodeTimeout))
-			continue
-		}
-		k.mu.Lock()
-		held, deadline := k.state == stateHeld, k.deadline
-		capped := held && l.o.maxHold > 0 && !now.Before(k.taken.Add(l.o.maxHold))
-		if capped { // it ends at risk, the at-risk margin before its validity
-			k.capped = true
-			k.moveTimerLocked()
-		}
-		k.mu.Unlock()
-		if !held || capped {
-			p.drop(k)
-			k.op.Unlock()
-			continue
-		}
-		locks = append(locks, k)
-		deadlines = append(deadlines, deadline)
+// check reports whether k, whose op mutex is held, is to be extended at
+// now, with its deadline: not once it ended or reached the maximum hold
+// time (then it ends at risk, the at-risk margin before its validity).
+func (p *keeper) check(k *Lock, now time.Time) (deadline time.Time, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	held := k.state == stateHeld
+	capped := held && p.maxHold > 0 && !now.Before(k.taken.Add(p.maxHold))
+	if capped {
+		k.capped = true
+		k.moveTimerLocked()
 	}
-	return locks, deadlines
+	return k.deadline, held && !capped
+}
+
+// extendAll extends locks on every node, within the node timeout plus
+// batchCallAllowance per lock, and returns when the round started and
+// ended and each lock's results.
+func (p *keeper) extendAll(locks []*Lock) (start, end time.Time, results [][]NodeResult) {
+	p.ticks.Add(1)
+	p.renewals.Add(uint64(len(locks)))
+	timeout := p.nodeTimeout + time.Duration(len(locks))*batchCallAllowance
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start = p.clock.Now()
+	results = p.extend(ctx, locks, timeout)
+	return start, p.clock.Now(), results
 }
 
 // reschedule sets when k is extended next, after the round from start to
@@ -279,10 +301,10 @@ func (p *keeper) reschedule(k *Lock, qe *QuorumError, start, end time.Time) {
 	}
 	e.postponed = false
 	if qe == nil {
-		e.due, e.failures = start.Add(p.l.o.keepAlive), 0
+		e.due, e.failures = start.Add(p.keepAlive), 0
 	} else {
 		e.failures++
-		e.due = end.Add(max(p.l.o.keepAliveRetry(e.failures), MinRetryDelay))
+		e.due = end.Add(max(p.retry(e.failures), MinRetryDelay))
 	}
 }
 

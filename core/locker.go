@@ -93,7 +93,9 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		held:    make(map[*Lock]struct{}),
 		yields:  make(map[string]time.Time),
 	}
-	l.keeper, l.hub, l.health = newKeeper(l), newHub(l), newHealth(l)
+	l.keeper = newKeeper(l.keeperDeps())
+	l.hub = newHub(hubDeps{nodes: l.nodes, clock: o.clock, nodeTimeout: o.nodeTimeout, herald: l.heraldNow})
+	l.health = newHealth(l.healthDeps())
 	l.order = make([]int, len(names))
 	for i := range l.order {
 		l.order[i] = i
@@ -113,6 +115,40 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// keeperDeps is what the keeper uses of l.
+func (l *Locker) keeperDeps() keeperDeps {
+	return keeperDeps{
+		clock:       l.o.clock,
+		ttl:         l.o.ttl,
+		drift:       l.o.drift(),
+		keepAlive:   l.o.keepAlive,
+		retry:       l.o.keepAliveRetry,
+		nodeTimeout: l.o.nodeTimeout,
+		maxHold:     l.o.maxHold,
+		closed:      l.isClosed,
+		extend:      l.extendAll,
+	}
+}
+
+// healthDeps is what the health uses of l; l.hub is made.
+func (l *Locker) healthDeps() healthDeps {
+	return healthDeps{
+		nodes:       l.nodes,
+		names:       l.names,
+		clock:       l.o.clock,
+		nodeTimeout: l.o.nodeTimeout,
+		sharded:     l.sharded,
+		moved:       l.hub.heraldMoved,
+		identify: func(ctx context.Context, i int) error {
+			return l.identify(ctx, i, l.ident.state[i].Load())
+		},
+		sendOwed: func(ctx context.Context, i int, owed []*owedEntry) error {
+			b, _ := l.nodes[i].(driver.Batcher)
+			return l.releaseOwed(ctx, i, b, owed)
+		},
+	}
 }
 
 // nodeNames returns the nodes' names, or refuses an empty list, a nil
