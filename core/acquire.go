@@ -78,9 +78,10 @@ func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lo
 		return nil, err
 	}
 	a := &acquisition{l: l, ctx: ctx, key: key, kind: kind, tries: tries}
-	a.wait = pollWaiter{ctx: ctx, clock: l.o.clock, closing: l.closing}
-	if l.wake && kind.queue() != "" { // else waiters poll
+	if l.wake && kind.queue() != "" {
 		a.wait = l.newHandoffWaiter(ctx, kind, tries > 1)
+	} else {
+		a.wait = pollWaiter{ctx: ctx, clock: l.o.clock, closing: l.closing}
 	}
 	return a.run()
 }

@@ -33,12 +33,12 @@ func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []No
 	}
 	// With a quorum at the token already, nodes that did not answer are skipped.
 	enough, t := n >= l.o.quorum, token // copies: the fast path allocates nothing
-	raise := &request{script: driver.ScriptRaiseFence, keys: []string{fence}, args: []string{strconv.FormatInt(token, 10)}}
+	raise := newRequest(driver.ScriptRaiseFence, []string{fence}, strconv.FormatInt(token, 10))
 	raised := l.askNodes(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		if at := atToken(results[i], counters[i].Load(), t); at || enough && !answered(results[i]) {
 			return at, nil
 		}
-		return l.requestVote(ctx, i, raise)
+		return l.requestVote(ctx, i, &raise)
 	})
 	n = 0
 	for i := range raised {

@@ -562,7 +562,8 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
-	a, err := l.requestAnswerOnce(cctx, w.node, &request{script: driver.ScriptEnqueue, keys: []string{rkey, qkey}, args: []string{ticket, l.queueTTL, mode}})
+	enqueue := newRequest(driver.ScriptEnqueue, []string{rkey, qkey}, ticket, l.queueTTL, mode)
+	a, err := l.requestAnswerOnce(cctx, w.node, &enqueue)
 	if ctx.Err() == nil && l.health.lost(cctx, w.node, err) {
 		l.health.failed(w.node, err)
 	}
@@ -583,7 +584,8 @@ func (l *Locker) dequeue(ctx context.Context, herald int, me *listener, qkey str
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
-	_, _ = l.requestAnswerOnce(cctx, herald, &request{script: driver.ScriptDequeue, keys: []string{qkey}, args: []string{ticket}})
+	dequeue := newRequest(driver.ScriptDequeue, []string{qkey}, ticket)
+	_, _ = l.requestAnswerOnce(cctx, herald, &dequeue)
 	cancel()
 }
 

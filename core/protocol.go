@@ -18,12 +18,29 @@ import (
 // its scripts: docs/design.md.
 
 // request is one call of the protocol to a node: a script with its keys
-// and arguments, or (setNX) SET keys[0] args[0] NX PX with the TTL.
+// and arguments, or (setNX) SET keys[0] to the first argument NX PX with
+// the TTL. Its arguments are held inline: a request is one allocation at
+// most.
 type request struct {
-	script     driver.Script
-	setNX      bool
-	keys, args []string
+	script driver.Script
+	setNX  bool
+	argc   uint8
+	keys   []string
+	argv   [maxArgs]string
 }
+
+// maxArgs is the most arguments a request has.
+const maxArgs = 3
+
+// newRequest returns the request of script s with keys and args.
+func newRequest(s driver.Script, keys []string, args ...string) request {
+	r := request{script: s, keys: keys, argc: uint8(len(args))}
+	copy(r.argv[:], args)
+	return r
+}
+
+// args returns r's arguments.
+func (r *request) args() []string { return r.argv[:r.argc] }
 
 // lockKind is what one kind of lock sends to a node: its grant, extend,
 // release and inspect requests. Rounds, validity, identity, node health,
@@ -56,9 +73,11 @@ type lockKind interface {
 // node-redlock set it.
 type mutex struct {
 	rkey, qkey, fenceKey string
-	one                  []string // rkey alone, the keys of most requests
-	fenced, guarded      []string // the keys of the fenced and guarded grants
-	ttl, guardMillis     string   // in milliseconds, for the scripts
+	ttl, guardMillis     string // in milliseconds, for the scripts
+	// names backs the requests' keys: rkey and qkey (the herald's release,
+	// or rkey alone), rkey and fenceKey (the fenced grant), rkey, BirthKey
+	// and fenceKey (the guarded grant, without fenceKey when not fenced).
+	names [7]string
 }
 
 // newMutex returns the mutex on key, or refuses a key the protocol cannot
@@ -68,16 +87,12 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mutex{rkey: rkey, fenceKey: fence, one: []string{rkey}, ttl: l.ttlMillis, guardMillis: l.guardMillis}
+	m := &mutex{rkey: rkey, fenceKey: fence, ttl: l.ttlMillis, guardMillis: l.guardMillis}
 	// A key whose queue cannot share its cluster slot has none: waiters poll.
 	if q, ok := driver.QueueKey(rkey); ok {
 		m.qkey = q
 	}
-	m.fenced = []string{rkey, fence}
-	m.guarded = []string{rkey, driver.BirthKey, fence}
-	if fence == "" {
-		m.guarded = m.guarded[:2]
-	}
+	m.names = [7]string{rkey, m.qkey, rkey, fence, rkey, driver.BirthKey, fence}
 	return m, nil
 }
 
@@ -86,34 +101,38 @@ func (m *mutex) queue() string  { return m.qkey }
 func (m *mutex) fence() string  { return m.fenceKey }
 
 func (m *mutex) grant(value string) (plain, guarded request) {
-	args := []string{value, m.ttl, m.guardMillis}
-	guarded = request{script: driver.ScriptAcquireGuarded, keys: m.guarded, args: args}
-	if m.fenceKey == "" {
-		return request{setNX: true, keys: m.one, args: args[:1]}, guarded
+	guarded = newRequest(driver.ScriptAcquireGuarded, m.names[4:7], value, m.ttl, m.guardMillis)
+	switch {
+	case m.fenceKey == "":
+		guarded.keys = m.names[4:6]
+		plain = newRequest(0, m.names[:1], value)
+		plain.setNX = true
+	default:
+		plain = newRequest(driver.ScriptAcquireFenced, m.names[2:4], value, m.ttl)
 	}
-	return request{script: driver.ScriptAcquireFenced, keys: m.fenced, args: args[:2]}, guarded
+	return plain, guarded
 }
 
 func (m *mutex) extend(value string) request {
-	return request{script: driver.ScriptExtend, keys: m.one, args: []string{value, m.ttl}}
+	return newRequest(driver.ScriptExtend, m.names[:1], value, m.ttl)
 }
 
 func (m *mutex) release(value string, herald bool) request {
 	if !herald || m.qkey == "" {
-		return request{script: driver.ScriptRelease, keys: m.one, args: []string{value}}
+		return newRequest(driver.ScriptRelease, m.names[:1], value)
 	}
-	return request{script: driver.ScriptRelease, keys: []string{m.rkey, m.qkey}, args: []string{value, driver.ReleaseChannel(m.rkey)}}
+	return newRequest(driver.ScriptRelease, m.names[:2], value, driver.ReleaseChannel(m.rkey))
 }
 
-func (m *mutex) inspect() request { return request{script: driver.ScriptInspect, keys: m.one} }
+func (m *mutex) inspect() request { return newRequest(driver.ScriptInspect, m.names[:1]) }
 
 // send makes request r to node i and returns the reply: SET NX PX's as 1
 // (set) or nil.
 func (l *Locker) send(ctx context.Context, i int, r *request) (any, error) {
 	if !r.setNX {
-		return l.eval(ctx, i, r.script, r.keys, r.args)
+		return l.eval(ctx, i, r.script, r.keys, r.args())
 	}
-	set, err := l.nodes[i].SetNX(ctx, r.keys[0], r.args[0], l.o.ttl)
+	set, err := l.nodes[i].SetNX(ctx, r.keys[0], r.argv[0], l.o.ttl)
 	if err != nil || !set {
 		return nil, err
 	}
@@ -128,11 +147,12 @@ func (l *Locker) grantCall(k lockKind, value string) (nodeCall, []atomic.Int64) 
 	if k.fence() != "" {
 		counters = make([]atomic.Int64, len(l.nodes))
 	}
-	plain, guarded := k.grant(value)
+	st := new(struct{ plain, guarded request }) // one allocation
+	st.plain, st.guarded = k.grant(value)
 	return func(ctx context.Context, i int) (bool, error) {
-		r := &plain
+		r := &st.plain
 		if l.guarded != nil && l.guarded[i] {
-			r = &guarded
+			r = &st.guarded
 		}
 		reply, err := l.send(ctx, i, r)
 		if err != nil {
@@ -194,7 +214,7 @@ func (l *Locker) sendBatch(ctx context.Context, i int, b driver.Batcher, reqs []
 	calls := make([]driver.Call, len(reqs))
 	loaded := l.loaded[i].Load()
 	for j := range reqs {
-		calls[j] = driver.Call{Keys: reqs[j].keys, Args: reqs[j].args}
+		calls[j] = driver.Call{Keys: reqs[j].keys, Args: reqs[j].args()}
 		if s := reqs[j].script; loaded&bit(s) != 0 {
 			calls[j].SHA = s.SHA()
 		} else {
