@@ -9,8 +9,9 @@ import (
 	"github.com/quorumlock/quorumlock/core/driver"
 )
 
-// This file is Acquire's loop of rounds and waits; why it waits as it
-// does: docs/design.md, Acquire's loop.
+// This file is Acquire's loop of rounds, and how it waits between them
+// (a waiter: pollWaiter here, handoffWaiter in handoff.go); why it waits
+// as it does: docs/design.md, Acquire's loop.
 
 // Acquire takes the lock on key: it makes rounds until one wins a quorum
 // with validity left, the tries run out (WithTries), ctx ends or the Locker
@@ -78,12 +79,25 @@ func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lo
 		return nil, err
 	}
 	a := &acquisition{l: l, ctx: ctx, key: key, kind: kind, tries: tries}
-	if l.wake && kind.queue() != "" {
-		a.wait = l.newHandoffWaiter(ctx, kind, tries > 1)
-	} else {
-		a.wait = pollWaiter{ctx: ctx, clock: l.o.clock, closing: l.closing}
+	if tries > 1 && a.handoff() && l.yielding(kind.stored()) {
+		// Just handed to a waiter here: queue behind it, no round first
+		// (docs/design.md, yielding).
+		a.wait = l.newHandoffWaiter(ctx, kind, true)
 	}
 	return a.run()
+}
+
+// handoff reports whether the acquisition's waits can end at a hand-off
+// (WithWakeOnRelease, a herald that can watch, a key with a wait queue).
+func (a *acquisition) handoff() bool { return a.l.wake && a.kind.queue() != "" }
+
+// newWaiter returns the acquisition's waiter, made when it first waits;
+// with force, a handoffWaiter queues even if the lock is free.
+func (a *acquisition) newWaiter(force bool) waiter {
+	if a.handoff() {
+		return a.l.newHandoffWaiter(a.ctx, a.kind, force)
+	}
+	return pollWaiter{ctx: a.ctx, clock: a.l.o.clock, closing: a.l.closing}
 }
 
 // storedKeys returns the key as stored and, with fencing, its counter's
@@ -117,7 +131,9 @@ type acquisition struct {
 	key   string   // as the user gave it
 	kind  lockKind // what a round sends (protocol.go)
 	tries int
-	wait  waiter // how it waits between rounds (wait.go)
+	// wait is how it waits between rounds, nil until it first waits (or
+	// when it queues before its first round).
+	wait waiter
 
 	last *QuorumError // the last round's error
 	// rounds counts every round; counted leaves out follow-ups, which use
@@ -130,8 +146,12 @@ type acquisition struct {
 
 // run makes rounds until one wins or the acquisition gives up.
 func (a *acquisition) run() (*Lock, error) {
-	defer a.wait.leave()
-	round := !a.wait.queueFirst()
+	defer func() {
+		if a.wait != nil {
+			a.wait.leave()
+		}
+	}()
+	round := a.wait == nil // a waiter made before: queue first
 	for {
 		if err := contextError(a.ctx); err != nil {
 			if a.last == nil {
@@ -160,7 +180,10 @@ func (a *acquisition) run() (*Lock, error) {
 // ends with its result.
 func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	l := a.l
-	woken, followUp := a.wait.startRound()
+	woken, followUp := wokenByNothing, false
+	if a.wait != nil {
+		woken, followUp = a.wait.startRound()
+	}
 	a.rounds++
 	if !followUp {
 		a.counted++
@@ -169,7 +192,9 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(qe)
 	}
-	a.wait.endRound(qe, handed)
+	if a.wait != nil {
+		a.wait.endRound(qe, handed)
+	}
 	if qe == nil {
 		lock.tries = a.rounds
 		lock, err = l.register(lock)
@@ -182,6 +207,9 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	}
 	if qe.Context != nil || a.counted >= a.tries {
 		return nil, true, qe
+	}
+	if a.wait == nil {
+		a.wait = a.newWaiter(handed) // queue behind the waiter its clean-up woke
 	}
 	return nil, false, nil
 }
@@ -232,4 +260,104 @@ func (a *acquisition) delay() time.Duration {
 		delay, a.guard = a.guard, 0
 	}
 	return delay
+}
+
+// waiter is how an acquisition waits between its rounds. The acquisition
+// calls startRound and endRound around each round, and wait between two.
+type waiter interface {
+	// startRound returns what woke the coming round, and whether it is a
+	// follow-up of the last one, which uses up no try.
+	startRound() (woken wakeKind, followUp bool)
+	// endRound takes the round's error (nil: it won) and whether its
+	// clean-up handed the key to a queued waiter.
+	endRound(qe *QuorumError, handed bool)
+	// wait waits delay at most after the lost round last, less when a
+	// notice comes or ctx ends. It reports round (make a round next, else
+	// wait again first) and closed (the Locker is closing).
+	wait(last *QuorumError, delay time.Duration) (round, closed bool)
+	// leave ends the waiting, when the acquisition returns.
+	leave()
+}
+
+// wakeKind says what started a round of Acquire.
+type wakeKind uint8
+
+const (
+	wokenByNothing wakeKind = iota // the first round, a retry delay or a free lock
+	wokenByNotice                  // an empty release notice, which may have woken others
+	wokenByTicket                  // the waiter's own ticket: it alone was woken
+	wokenBySplit                   // the call's last round split the votes (acquire.go)
+)
+
+// pollWaiter waits the retry delay between rounds: the waiter of a key
+// without hand-off (WithWakeOnRelease off, a herald that cannot watch, or
+// a key whose queue cannot share its cluster slot).
+type pollWaiter struct {
+	ctx     context.Context
+	clock   driver.Clock
+	closing <-chan struct{}
+}
+
+func (pollWaiter) queueFirst() bool             { return false }
+func (pollWaiter) startRound() (wakeKind, bool) { return wokenByNothing, false }
+func (pollWaiter) endRound(*QuorumError, bool)  {}
+func (pollWaiter) leave()                       {}
+func (p pollWaiter) wait(_ *QuorumError, delay time.Duration) (round, closed bool) {
+	_, closed = sleep(p.ctx, p.clock, p.closing, delay, nil)
+	return true, closed
+}
+
+// sleep waits delay, or until woken receives (a nil woken never does), ctx
+// ends or closing is closed; it reports a wake and a close.
+func sleep(ctx context.Context, clock driver.Clock, closing <-chan struct{}, delay time.Duration, woken <-chan struct{}) (wake, closed bool) {
+	timer := clock.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+	case <-woken:
+		return true, false
+	case <-ctx.Done():
+	case <-closing:
+		return false, true
+	}
+	return false, false
+}
+
+// handedOver records that this Locker's release handed rkey to a waiter
+// (see yielding).
+func (l *Locker) handedOver(rkey string) {
+	now := l.o.clock.Now()
+	l.yieldMu.Lock()
+	defer l.yieldMu.Unlock()
+	if len(l.yields) >= maxYields {
+		for k, until := range l.yields {
+			if !now.Before(until) {
+				delete(l.yields, k)
+			}
+		}
+	}
+	if len(l.yields) < maxYields {
+		l.yields[rkey] = now.Add(l.o.nodeTimeout)
+	}
+	l.yieldN.Store(int32(len(l.yields)))
+}
+
+// maxYields bounds the keys a Locker remembers having handed over.
+const maxYields = 1024
+
+// yielding reports whether this Locker handed rkey to a waiter within the
+// last node timeout, and forgets it (docs/design.md, yielding).
+func (l *Locker) yielding(rkey string) bool {
+	if l.yieldN.Load() == 0 {
+		return false
+	}
+	l.yieldMu.Lock()
+	defer l.yieldMu.Unlock()
+	until, ok := l.yields[rkey]
+	if !ok {
+		return false
+	}
+	delete(l.yields, rkey)
+	l.yieldN.Store(int32(len(l.yields)))
+	return l.o.clock.Now().Before(until)
 }

@@ -35,5 +35,5 @@ func Settle(l *Locker) { l.health.probes.Wait() }
 // Suspect reports whether node i of l is suspect, or a call to it runs in
 // the background.
 func Suspect(l *Locker, i int) bool {
-	return l.health.suspect(i) || len(l.health.status[i].lane) > 0
+	return l.suspect.is(i) || len(l.health.status[i].lane) > 0
 }

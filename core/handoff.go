@@ -438,14 +438,10 @@ type handoffWaiter struct {
 }
 
 // newHandoffWaiter returns the waiter of the lock k, which has a wait
-// queue; with yield, it queues before its first round if this Locker just
-// handed the lock to a waiter (docs/design.md, yielding).
-func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, yield bool) *handoffWaiter {
-	rkey := k.stored()
-	return &handoffWaiter{l: l, ctx: ctx, rkey: rkey, qkey: k.queue(), force: yield && l.yielding(rkey)}
+// queue; with force, it queues even if the lock is free.
+func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *handoffWaiter {
+	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force}
 }
-
-func (h *handoffWaiter) queueFirst() bool { return h.force }
 
 func (h *handoffWaiter) startRound() (wakeKind, bool) {
 	if h.w != nil {
@@ -580,7 +576,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey
 // another waiter, or expires with the queue).
 func (l *Locker) dequeue(ctx context.Context, herald int, me *listener, qkey string) {
 	ticket := l.hub.dropTicket(me)
-	if ticket == "" || l.health.suspect(herald) {
+	if ticket == "" || l.suspect.is(herald) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.nodeTimeout)
@@ -589,41 +585,14 @@ func (l *Locker) dequeue(ctx context.Context, herald int, me *listener, qkey str
 	cancel()
 }
 
-// handedOver records that this Locker's release handed rkey to a waiter
-// (see yielding).
-func (l *Locker) handedOver(rkey string) {
-	now := l.o.clock.Now()
-	l.yieldMu.Lock()
-	defer l.yieldMu.Unlock()
-	if len(l.yields) >= maxYields {
-		for k, until := range l.yields {
-			if !now.Before(until) {
-				delete(l.yields, k)
-			}
+// heraldNow returns the herald: the first node by name that is not
+// suspect, so that every Locker that sees the same nodes suspect picks
+// the same one (docs/design.md, the herald's failover).
+func (l *Locker) heraldNow() int {
+	for _, i := range l.order {
+		if !l.suspect.is(i) {
+			return i
 		}
 	}
-	if len(l.yields) < maxYields {
-		l.yields[rkey] = now.Add(l.o.nodeTimeout)
-	}
-	l.yieldN.Store(int32(len(l.yields)))
-}
-
-// maxYields bounds the keys a Locker remembers having handed over.
-const maxYields = 1024
-
-// yielding reports whether this Locker handed rkey to a waiter within the
-// last node timeout, and forgets it (docs/design.md, yielding).
-func (l *Locker) yielding(rkey string) bool {
-	if l.yieldN.Load() == 0 {
-		return false
-	}
-	l.yieldMu.Lock()
-	defer l.yieldMu.Unlock()
-	until, ok := l.yields[rkey]
-	if !ok {
-		return false
-	}
-	delete(l.yields, rkey)
-	l.yieldN.Store(int32(len(l.yields)))
-	return l.o.clock.Now().Before(until)
+	return l.herald
 }

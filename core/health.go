@@ -40,7 +40,6 @@ type health struct {
 
 // nodeHealth is one node's health.
 type nodeHealth struct {
-	suspect atomic.Bool
 	// lane holds a token while a background call to it runs, one at a
 	// time (a channel rather than a mutex: testing/synctest sees a wait on
 	// it as durable).
@@ -124,6 +123,7 @@ type healthDeps struct {
 	names       []string
 	clock       driver.Clock
 	nodeTimeout time.Duration
+	marks       suspects         // which nodes are suspect, set here only
 	sharded     func(i int) bool // node i spreads its keys over several servers
 	moved       func()           // a node turned suspect or healthy: the herald may have moved
 	// identify checks node i's identity (an answer saying it is a
@@ -191,25 +191,22 @@ func (e *suspectError) Error() string {
 
 func (e *suspectError) Unwrap() []error { return []error{ErrNodeSuspect, e.cause} }
 
-// suspect reports whether node i is suspect.
-func (h *health) suspect(i int) bool { return h.status[i].suspect.Load() }
-
 // failed records that a call to node i timed out or could not connect,
 // with err: the node is suspect from now on, and probed until it answers.
 // A sharded node (a Redis Cluster) never is: one master down says nothing
 // of the keys on the others.
 func (h *health) failed(i int, err error) {
 	n := &h.status[i]
-	if n.suspect.Load() || h.sharded(i) {
+	if h.marks.is(i) || h.sharded(i) {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.suspect.Load() {
+	if h.marks.is(i) {
 		return
 	}
 	n.why.Store(newSuspectErrors(h.names[i], err))
-	n.suspect.Store(true)
+	h.marks[i].Store(true)
 	h.moved()
 	if n.probing {
 		return
@@ -310,7 +307,7 @@ func (h *health) probe(i int) {
 		}
 		t.Stop()
 		n.mu.Lock()
-		if !n.suspect.Load() || last && len(n.owed) == 0 {
+		if !h.marks.is(i) || last && len(n.owed) == 0 {
 			n.probing = false
 			n.mu.Unlock()
 			return
@@ -367,7 +364,7 @@ func (h *health) rejoin(i int) {
 		n.mu.Lock()
 		owed := n.owed
 		if len(owed) == 0 {
-			n.suspect.Store(false)
+			h.marks[i].Store(false)
 			n.mu.Unlock()
 			h.moved()
 			return
@@ -456,7 +453,7 @@ func (l *Locker) releaseOwed(ctx context.Context, i int, b driver.Batcher, owed 
 func (h *health) owe(i int, rel owedRelease, wait *suspectCall) bool {
 	n := &h.status[i]
 	n.mu.Lock()
-	if !n.suspect.Load() {
+	if !h.marks.is(i) {
 		n.mu.Unlock()
 		return false
 	}
@@ -500,21 +497,11 @@ func (h *health) owedCount() (owed int) {
 func (h *health) suspects() []string {
 	var out []string
 	for i := range h.status {
-		if h.suspect(i) {
+		if h.marks.is(i) {
 			out = append(out, h.names[i])
 		}
 	}
 	return out
-}
-
-// reached reports whether res is an answer from its node, if only an
-// error: not a timeout nor a lost connection.
-func reached(res *NodeResult) bool {
-	if res.Outcome == OutcomeOK || res.Outcome == OutcomeRefused {
-		return true
-	}
-	var te *nodeTimeoutError
-	return res.Outcome == OutcomeFailed && !errors.As(res.Err, &te) && !errors.Is(res.Err, ErrNodeSuspect) && !broken(res.Err, false)
 }
 
 // close makes every probe a last try, if releases are owed, and waits for
@@ -536,14 +523,85 @@ func (h *health) close() {
 	h.cancel()
 }
 
-// heraldNow returns the herald: the first node by name that is not
-// suspect, so that every Locker that sees the same nodes suspect picks
-// the same one (docs/design.md, the herald's failover).
-func (l *Locker) heraldNow() int {
-	for _, i := range l.order {
-		if !l.health.suspect(i) {
-			return i
+// suspectCalls are a round's calls to suspect nodes, made in the background
+// (one at a time per node: a node with one running is not asked), and
+// the releases it owes them.
+type suspectCalls struct {
+	mu      sync.Mutex
+	calls   []*suspectCall
+	owed    bool              // some calls are owed releases
+	arrived chan *suspectCall // buffered: one slot per node
+}
+
+// start asks suspect node i in the background, if no call to it runs,
+// and records in res that it was not waited for. Otherwise an acquisition
+// or extension does not ask it, and a release (rel not nil) is owed to
+// it. A release that the call does not get answered is owed too. It
+// reports false when node i is healthy again: ask it.
+func (c *suspectCalls) start(ctx context.Context, l *Locker, i int, call nodeCall, rel *owedRelease, res *NodeResult) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.arrived == nil {
+		c.arrived = make(chan *suspectCall, len(l.nodes))
+	}
+	sc := &suspectCall{i: i, arrived: c.arrived}
+	started := l.health.background(i, rel == nil, func(free func()) {
+		dctx := detached(ctx)
+		actx, cancel := context.WithTimeout(dctx, l.o.nodeTimeout)
+		l.attempt(dctx, actx, i, call, &sc.res)
+		cancel()
+		if !reached(&sc.res) {
+			if rel != nil {
+				l.health.owe(i, *rel, nil)
+			}
+			free() // before the answer: a Release tried again may ask it
+			sc.arrived <- sc
+			return
+		}
+		sc.arrived <- sc // the round need not wait for the releases owed
+		l.health.rejoin(i)
+	})
+	switch {
+	case started:
+		res.Outcome, res.Err = OutcomeFailed, l.health.unanswered(i)
+	case rel == nil:
+		res.Outcome, res.Err = OutcomeFailed, l.health.skipped(i)
+		return true
+	case l.health.owe(i, *rel, sc):
+		res.Outcome, res.Err = OutcomeFailed, l.health.owedErr(i)
+		c.owed = true
+	default:
+		return false
+	}
+	c.calls = append(c.calls, sc)
+	return true
+}
+
+// await waits for the suspect calls while the round's outcome is open: no
+// quorum yet, but one still possible with them; their answers go to
+// results. It stops when ctx ends, and waits for owed releases until
+// deadline at most, by clock. It runs after the strategy, whose attempts
+// (and so every start) have returned: no lock is needed.
+func (c *suspectCalls) await(ctx context.Context, clock driver.Clock, quorum int, results []NodeResult, deadline time.Time) {
+	var timeout <-chan time.Time
+	if c.owed {
+		t := clock.NewTimer(deadline.Sub(clock.Now()))
+		defer t.Stop()
+		timeout = t.C()
+	}
+	for pending := len(c.calls); pending > 0; {
+		ok, _, _ := tally(results)
+		if ok >= quorum || ok+pending < quorum {
+			return
+		}
+		select {
+		case sc := <-c.arrived:
+			results[sc.i] = sc.res
+			pending--
+		case <-ctx.Done():
+			return
+		case <-timeout:
+			return
 		}
 	}
-	return l.herald
 }

@@ -91,30 +91,6 @@ func newIdentity(nodes int) *identity {
 	return &identity{state: make([]atomic.Uint64, nodes), ids: make([]string, nodes), owner: make(map[string]int, nodes)}
 }
 
-// checkedCall runs call on node i under the identity rule: a known
-// duplicate is checked again first, a failure marks the node unverified,
-// and a yes counts only from a node checked since its last failure.
-func (l *Locker) checkedCall(ctx context.Context, i int, call nodeCall) (bool, error) {
-	// precheck and confirm, inlined: this runs on every node call.
-	st := &l.ident.state[i]
-	if s := st.Load(); s&stateBits == duplicate {
-		if err := l.identify(ctx, i, s); err != nil {
-			return false, err
-		}
-	}
-	ok, err := call(ctx, i)
-	if err != nil {
-		l.unverify(i)
-		return ok, err
-	}
-	if s := st.Load(); ok && s&stateBits != verified {
-		if err := l.identify(ctx, i, s); err != nil {
-			return false, err
-		}
-	}
-	return ok, nil
-}
-
 // precheck returns nil unless node i is a known duplicate that a new
 // check still finds one (or the check fails).
 func (l *Locker) precheck(ctx context.Context, i int) error {

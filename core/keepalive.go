@@ -127,6 +127,7 @@ func (p *keeper) add(k *Lock) bool {
 	held, capped := k.state == stateHeld, k.capped
 	if held && !capped {
 		k.startTimerLocked()
+		k.kept = true
 	}
 	// One interval after the start of the round that set the validity.
 	due := k.deadline.Add(-(p.ttl - p.drift)).Add(p.keepAlive)
@@ -327,7 +328,7 @@ func (l *Locker) extendAll(ctx context.Context, locks []*Lock, timeout time.Dura
 	}
 	var wg sync.WaitGroup
 	for j := range l.nodes {
-		if l.health.suspect(j) { // not asked (ErrNodeSuspect)
+		if l.suspect.is(j) { // not asked (ErrNodeSuspect)
 			for i := range out {
 				out[i][j] = NodeResult{Index: j, Node: l.names[j], Outcome: OutcomeFailed, Err: l.health.skipped(j)}
 			}

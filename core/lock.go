@@ -46,6 +46,7 @@ type Lock struct {
 	released []NodeResult  // the last release's results while it may be tried again
 	keptErr  error         // the last extension's failure; nil after a success
 	capped   bool          // the keep-alive stopped at the maximum hold time
+	kept     bool          // the keeper has had it: Release and its end leave the keeper alone otherwise
 }
 
 type lockState uint8
@@ -377,11 +378,13 @@ func (k *Lock) finish(s lockState, cause error) {
 	if s != stateAtRisk {
 		k.deadline = time.Time{}
 	}
-	k.mu.Unlock()
-	// After the state (the keeper adds only held locks), before Done: a
-	// holder woken by Done finds the lock no longer kept alive.
-	k.locker.keeper.drop(k)
-	k.mu.Lock()
+	if k.kept {
+		k.mu.Unlock()
+		// After the state (the keeper adds only held locks), before Done:
+		// a holder woken by Done finds the lock no longer kept alive.
+		k.locker.keeper.drop(k)
+		k.mu.Lock()
+	}
 	if k.done != nil {
 		close(k.done)
 	} else {
@@ -422,6 +425,25 @@ func (e *lostError) Error() string {
 }
 
 func (e *lostError) Unwrap() []error { return []error{ErrLockLost, e.qe} }
+
+// register records a newly acquired lock so that Close can release it.
+func (l *Locker) register(lock *Lock) (*Lock, error) {
+	l.mu.Lock()
+	if !l.closed {
+		l.held[lock] = struct{}{}
+		l.mu.Unlock()
+		return lock, nil
+	}
+	l.mu.Unlock()
+	err := lock.release(context.Background())
+	return nil, errors.Join(l.closedError(OpAcquire, lock.key), err)
+}
+
+func (l *Locker) unregister(lock *Lock) {
+	l.mu.Lock()
+	delete(l.held, lock)
+	l.mu.Unlock()
+}
 
 // Release deletes the lock on every node that still holds this lock's
 // value, whatever the strategy. It runs even if ctx has already ended,
@@ -476,7 +498,12 @@ func (k *Lock) release(ctx context.Context) error {
 	if state != stateReleased { // no renewal may follow the release
 		k.relErr.key = k.key
 		k.finish(stateReleased, &k.relErr)
-		l.keeper.waitIdle()
+		k.mu.Lock()
+		kept := k.kept // final: the keeper adds only held locks
+		k.mu.Unlock()
+		if kept {
+			l.keeper.waitIdle()
+		}
 	}
 	results, handed := l.releaseAll(detached(ctx), k.kind, k.value, true, prev, k.skipped)
 	if handed {

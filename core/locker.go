@@ -23,12 +23,13 @@ type Locker struct {
 	ident  *identity       // which server each node is (identity.go)
 	o      options
 
-	keeper *keeper // kept-alive locks
-	hub    *hub    // release-notice subscriptions
-	health *health // which nodes are suspect (health.go)
-	wake   bool    // WithWakeOnRelease and the herald is a Watcher
-	order  []int   // node indexes by name: the order a woken waiter asks in
-	herald int     // order[0]: the herald while no node is suspect (heraldNow)
+	keeper  *keeper  // kept-alive locks
+	hub     *hub     // release-notice subscriptions
+	health  *health  // node health (health.go)
+	suspect suspects // the suspect nodes, marked by health
+	wake    bool     // WithWakeOnRelease and the herald is a Watcher
+	order   []int    // node indexes by name: the order a woken waiter asks in
+	herald  int      // order[0]: the herald while no node is suspect (heraldNow)
 
 	obs   Observer  // nil: none
 	hooks []starter // the Observers' start hooks (observer.go)
@@ -93,6 +94,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 		held:    make(map[*Lock]struct{}),
 		yields:  make(map[string]time.Time),
 	}
+	l.suspect = make(suspects, len(nodes))
 	l.keeper = newKeeper(l.keeperDeps())
 	l.hub = newHub(hubDeps{nodes: l.nodes, clock: o.clock, nodeTimeout: o.nodeTimeout, herald: l.heraldNow})
 	l.health = newHealth(l.healthDeps())
@@ -139,6 +141,7 @@ func (l *Locker) healthDeps() healthDeps {
 		names:       l.names,
 		clock:       l.o.clock,
 		nodeTimeout: l.o.nodeTimeout,
+		marks:       l.suspect,
 		sharded:     l.sharded,
 		moved:       l.hub.heraldMoved,
 		identify: func(ctx context.Context, i int) error {
@@ -317,25 +320,6 @@ func (l *Locker) leave(h *hold) {
 	if l.busy--; l.busy == 0 && l.closed {
 		close(l.idle)
 	}
-}
-
-// register records a newly acquired lock so that Close can release it.
-func (l *Locker) register(lock *Lock) (*Lock, error) {
-	l.mu.Lock()
-	if !l.closed {
-		l.held[lock] = struct{}{}
-		l.mu.Unlock()
-		return lock, nil
-	}
-	l.mu.Unlock()
-	err := lock.release(context.Background())
-	return nil, errors.Join(l.closedError(OpAcquire, lock.key), err)
-}
-
-func (l *Locker) unregister(lock *Lock) {
-	l.mu.Lock()
-	delete(l.held, lock)
-	l.mu.Unlock()
 }
 
 func (l *Locker) isClosed() bool {
