@@ -135,7 +135,7 @@ func (h *hub) subscribe(w *watch, wn driver.Watcher, timeout time.Duration) {
 }
 
 // requeueLocked wakes every listener of w to queue its ticket now,
-// without a round first (see acquisition.wait); moved says that the
+// without a round first (see handoffWaiter.wait); moved says that the
 // herald has moved. h.mu is held.
 func (h *hub) requeueLocked(w *watch, moved bool) {
 	for _, me := range w.listeners {
