@@ -2,7 +2,9 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/quorumlock/quorumlock/core"
 )
@@ -21,11 +23,19 @@ type options struct {
 
 // Option configures an Observer. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil Option is skipped.
-type Option interface{ apply(*options) }
+type Option interface {
+	apply(*options)
+	// String shows the option as written, for logs and comparison.
+	String() string
+}
 
-type optionFunc func(*options)
+type optionFunc struct {
+	fn   func(*options)
+	name string
+}
 
-func (f optionFunc) apply(o *options) { f(o) }
+func (o optionFunc) apply(opts *options) { o.fn(opts) }
+func (o optionFunc) String() string      { return o.name }
 
 // WithLevels sets the level of successful operations (ok), of
 // acquisitions lost to another holder (contended: that is how a lock
@@ -34,18 +44,23 @@ func (f optionFunc) apply(o *options) { f(o) }
 // level are dropped.
 // Default: Debug, Debug, Warn, Error.
 func WithLevels(ok, contended, failed, lost slog.Level) Option {
-	return optionFunc(func(o *options) { o.ok, o.contended, o.failed, o.lost = ok, contended, failed, lost })
+	return optionFunc{func(o *options) { o.ok, o.contended, o.failed, o.lost = ok, contended, failed, lost },
+		fmt.Sprintf("WithLevels(%v, %v, %v, %v)", ok, contended, failed, lost)}
 }
 
 // WithKeys, on, puts each lock's key in its records (the attribute key);
 // off, keys are left out, for keys that carry data the logs must not.
 // Default: on.
-func WithKeys(on bool) Option { return optionFunc(func(o *options) { o.omitKey = !on }) }
+func WithKeys(on bool) Option {
+	return optionFunc{func(o *options) { o.omitKey = !on }, "WithKeys(" + strconv.FormatBool(on) + ")"}
+}
 
 // WithNodes, on, logs each node's result for successful operations too;
 // off, only failed operations carry their nodes' results.
 // Default: off.
-func WithNodes(on bool) Option { return optionFunc(func(o *options) { o.allNodes = on }) }
+func WithNodes(on bool) Option {
+	return optionFunc{func(o *options) { o.allNodes = on }, "WithNodes(" + strconv.FormatBool(on) + ")"}
+}
 
 // New returns an Observer that logs to logger (slog.Default() when nil),
 // configured by opts.
