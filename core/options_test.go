@@ -24,7 +24,7 @@ func TestOptionsShowAsWritten(t *testing.T) {
 		"WithKeyPrefix":     core.WithKeyPrefix("app:"),
 		"WithMaxHold":       core.WithMaxHold(time.Minute),
 		"WithNodeTimeout":   core.WithNodeTimeout(time.Millisecond),
-		"WithObserver":      core.WithObserver(core.ObserverFunc(func(context.Context, core.Event) {})),
+		"WithObserver":      core.WithObserver(observerFunc(func(context.Context, core.Event) {})),
 		"WithQuorum":        core.WithQuorum(3),
 		"WithRestartGuard":  core.WithRestartGuard(time.Minute),
 		"WithRetryDelay":    core.WithRetryDelay(strategies.JitterDelay(time.Millisecond, 2*time.Millisecond)),

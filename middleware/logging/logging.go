@@ -82,7 +82,7 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	reason := core.Reason(e.Err)
 	level := l.o.failed
 	switch {
-	case e.Kind == core.EventLost:
+	case e.Kind == core.OpLost:
 		level = l.o.lost
 	case e.Err == nil:
 		level = l.o.ok
@@ -97,22 +97,22 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 		attrs = append(attrs, slog.String("key", e.Key))
 	}
 	attrs = append(attrs, slog.String("outcome", reason))
-	if e.Kind != core.EventLost {
+	if e.Kind != core.OpLost {
 		attrs = append(attrs, slog.Duration("duration", e.Duration))
 	}
-	if e.Kind == core.EventAcquire {
+	if e.Kind == core.OpAcquire {
 		attrs = append(attrs, slog.Int("tries", e.Tries))
 	}
 	if e.Token != 0 {
 		attrs = append(attrs, slog.Int64("token", e.Token))
 	}
-	if e.Err == nil && (e.Kind == core.EventAcquire || e.Kind == core.EventExtend) {
+	if e.Err == nil && (e.Kind == core.OpAcquire || e.Kind == core.OpExtend) {
 		attrs = append(attrs, slog.Duration("validity", e.Validity))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
-	if len(e.Nodes) > 0 && (e.Err != nil && e.Kind != core.EventWait || l.o.allNodes) {
+	if len(e.Nodes) > 0 && (e.Err != nil && e.Kind != core.OpWait || l.o.allNodes) {
 		nodes := make([]slog.Attr, 0, len(e.Nodes))
 		for _, n := range e.Nodes {
 			node := []any{slog.String("outcome", n.Outcome.String()), slog.Duration("latency", n.Latency)}
@@ -126,20 +126,20 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	l.logger.LogAttrs(ctx, level, message(e.Kind), attrs...)
 }
 
-// messages holds the record's message of each kind core has, built once
-// from the kinds' names, so that logging an event does not build it.
-var messages = func() (m [core.EventWait + 1]string) {
-	for k := range m {
-		m[k] = "quorumlock " + core.EventKind(k).String()
+// message is the record's message for op: a constant for each op core
+// reports, so that logging an event does not build one.
+func message(op core.Op) string {
+	switch op {
+	case core.OpAcquire:
+		return "quorumlock acquire"
+	case core.OpExtend:
+		return "quorumlock extend"
+	case core.OpRelease:
+		return "quorumlock release"
+	case core.OpLost:
+		return "quorumlock lost"
+	case core.OpWait:
+		return "quorumlock acquire waits for servers too young to vote (restart guard)"
 	}
-	m[core.EventWait] = "quorumlock acquire waits for servers too young to vote (restart guard)"
-	return m
-}()
-
-// message is the record's message for k.
-func message(k core.EventKind) string {
-	if int(k) < len(messages) {
-		return messages[k]
-	}
-	return "quorumlock " + k.String()
+	return "quorumlock " + op.String()
 }

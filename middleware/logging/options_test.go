@@ -25,7 +25,7 @@ func TestOptionsShowAsWritten(t *testing.T) {
 
 	var buf bytes.Buffer
 	obs := logging.New(slog.New(slog.NewTextHandler(&buf, nil)), nil, logging.WithKeys(false), nil)
-	obs.Observe(t.Context(), core.Event{Kind: core.EventLost, Key: "secret"})
+	obs.Observe(t.Context(), core.Event{Kind: core.OpLost, Key: "secret"})
 	assert.Contains(t, buf.String(), "quorumlock lost")
 	assert.NotContains(t, buf.String(), "secret")
 }
