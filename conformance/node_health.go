@@ -60,7 +60,7 @@ func (e *events) Observe(_ context.Context, ev core.Event) {
 }
 
 // last returns the last event of kind.
-func (e *events) last(kind core.EventKind) core.Event {
+func (e *events) last(kind core.Op) core.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := len(e.all) - 1; i >= 0; i-- {
@@ -114,7 +114,7 @@ func hungNodeCostsOneTimeout(t *testing.T, h Harness) {
 
 	lock, err := l.Acquire(ctx, k)
 	require.NoError(t, err, "a quorum of the others")
-	first := obs.last(core.EventAcquire)
+	first := obs.last(core.OpAcquire)
 	require.Len(t, first.Nodes, 3)
 	assert.ErrorIs(t, first.Nodes[0].Err, core.ErrNodeTimeout, "the round that finds it hung waits one node timeout")
 	assert.GreaterOrEqual(t, first.Duration, healthTimeout)
@@ -131,11 +131,11 @@ func hungNodeCostsOneTimeout(t *testing.T, h Harness) {
 	for range 3 {
 		lock, err = l.Acquire(ctx, k)
 		require.NoError(t, err)
-		ev := obs.last(core.EventAcquire)
+		ev := obs.last(core.OpAcquire)
 		assert.ErrorIs(t, ev.Nodes[0].Err, core.ErrNodeSuspect, "not waited for")
 		assert.Less(t, ev.Duration, healthTimeout, "a suspect node costs no timeout")
 		require.NoError(t, lock.Release(ctx))
-		assert.Less(t, obs.last(core.EventRelease).Duration, healthTimeout, "nor does its release")
+		assert.Less(t, obs.last(core.OpRelease).Duration, healthTimeout, "nor does its release")
 	}
 
 	require.NoError(t, servers.Resume(0))
@@ -143,7 +143,7 @@ func hungNodeCostsOneTimeout(t *testing.T, h Harness) {
 	waitHealthy(t, l)
 	lock, err = l.Acquire(ctx, k)
 	require.NoError(t, err)
-	assert.Equal(t, core.OutcomeOK, obs.last(core.EventAcquire).Nodes[0].Outcome, "it votes again")
+	assert.Equal(t, core.OutcomeOK, obs.last(core.OpAcquire).Nodes[0].Outcome, "it votes again")
 	require.NoError(t, lock.Release(ctx))
 }
 

@@ -214,17 +214,22 @@ func guardYoungServer(ctx context.Context, t *testing.T, l *core.Locker, servers
 	assert.False(t, ok, "the young server holds no key")
 }
 
+// waitCounter is an Observer that counts the restart guard's waits.
+type waitCounter struct{ n *atomic.Int32 }
+
+func (w waitCounter) Observe(_ context.Context, e core.Event) {
+	if e.Kind == core.OpWait {
+		w.n.Add(1)
+	}
+}
+
 // guardWaitsOut restarts server i empty while a Locker needs it for a
 // quorum: Acquire waits until it votes, within its context, and tells its
 // Observer. (A short TTL keeps the guard's wait short.)
 func guardWaitsOut(ctx context.Context, t *testing.T, servers Servers, i int, k string) {
 	var waits atomic.Int32
 	short := newLocker(t, servers.Nodes(t), Strategies()[2], core.WithQuorum(servers.Len()), core.WithTries(3),
-		core.WithTTL(time.Second), core.WithObserver(core.ObserverFunc(func(_ context.Context, e core.Event) {
-			if e.Kind == core.EventWait {
-				waits.Add(1)
-			}
-		})))
+		core.WithTTL(time.Second), core.WithObserver(waitCounter{&waits}))
 	require.NoError(t, servers.Stop(i))
 	require.NoError(t, servers.Start(i))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -86,17 +86,6 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
-// Op names the operation of a QuorumError.
-type Op string
-
-// The operations that run rounds of node calls.
-const (
-	OpAcquire Op = "acquire"
-	OpExtend  Op = "extend"
-	OpRelease Op = "release"
-	OpInspect Op = "inspect" // Locker.Inspect: reads only
-)
-
 // Outcome is what one node did in one round.
 type Outcome uint8
 

@@ -309,7 +309,7 @@ func TestRestartGuardWait(t *testing.T) {
 	// Two of three nodes restarted empty: no quorum until one votes.
 	setup := func(t *testing.T, opts ...core.Option) (*core.Locker, *[]core.Event) {
 		var events []core.Event
-		opts = append(opts, core.WithObserver(core.ObserverFunc(func(_ context.Context, e core.Event) {
+		opts = append(opts, core.WithObserver(observerFunc(func(_ context.Context, e core.Event) {
 			events = append(events, e)
 		})))
 		l, nodes := newLocker(t, 3, opts...)
@@ -330,11 +330,11 @@ func TestRestartGuardWait(t *testing.T) {
 			assert.Equal(t, l.RestartGuard()-time.Second+core.MinRetryDelay, time.Since(start), "no longer than the guard needs")
 			require.Len(t, *events, 2)
 			wait := (*events)[0]
-			assert.Equal(t, core.EventWait, wait.Kind)
+			assert.Equal(t, core.OpWait, wait.Kind)
 			assert.Equal(t, "wait", wait.Kind.String())
 			assert.Equal(t, l.RestartGuard()-time.Second+core.MinRetryDelay, wait.Duration)
 			assert.ErrorIs(t, wait.Err, core.ErrNodeRestarted)
-			assert.Equal(t, core.EventAcquire, (*events)[1].Kind)
+			assert.Equal(t, core.OpAcquire, (*events)[1].Kind)
 			assert.Equal(t, 2, (*events)[1].Tries, "the round that found them young, then the one after the wait")
 			require.NoError(t, lock.Release(t.Context()))
 		})
@@ -381,7 +381,7 @@ func TestRestartGuardWait(t *testing.T) {
 			require.ErrorIs(t, err, core.ErrNodeRestarted)
 			assert.Zero(t, time.Since(start))
 			require.Len(t, *events, 1)
-			assert.Equal(t, core.EventAcquire, (*events)[0].Kind)
+			assert.Equal(t, core.OpAcquire, (*events)[0].Kind)
 		})
 	})
 

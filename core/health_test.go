@@ -156,7 +156,7 @@ func TestReleasesToAHungNode(t *testing.T) {
 func lastRelease(rec *recorder) []core.NodeResult {
 	events := rec.take()
 	for i := len(events) - 1; i >= 0; i-- {
-		if events[i].Kind == core.EventRelease {
+		if events[i].Kind == core.OpRelease {
 			return events[i].Nodes
 		}
 	}

@@ -609,7 +609,7 @@ type modelObserver struct {
 }
 
 func (o modelObserver) Observe(_ context.Context, e core.Event) {
-	if e.Kind != core.EventExtend || !errors.Is(e.Err, core.ErrUnavailable) {
+	if e.Kind != core.OpExtend || !errors.Is(e.Err, core.ErrUnavailable) {
 		return
 	}
 	v, _ := o.w.extFailed.LoadOrStore(extKey{o.locker, e.Key}, new(extFailures))

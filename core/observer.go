@@ -16,7 +16,7 @@ import (
 //
 // An Observer that also has the method
 //
-//	Start(ctx context.Context, kind EventKind, key string) context.Context
+//	Start(ctx context.Context, op Op, key string) context.Context
 //
 // gets it called when an Acquire, TryAcquire, Extend or Release begins; the
 // operation's node calls and its Observe get the context it returns (so a
@@ -26,63 +26,57 @@ type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
 
-// ObserverFunc adapts a function to Observer.
-type ObserverFunc func(ctx context.Context, e Event)
+// Op names what a Locker did: the Kind of an Event and the Op of a
+// QuorumError. Its value is the word metrics, logs and spans use.
+type Op string
 
-// Observe calls f(ctx, e).
-func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
-
-// EventKind says what an Event reports.
-type EventKind uint8
-
+// The operations. Events have every one but OpInspect; a QuorumError has
+// OpAcquire, OpExtend, OpRelease or OpInspect.
 const (
-	// EventAcquire reports an Acquire or TryAcquire call, from its start to
-	// its return.
-	EventAcquire EventKind = iota + 1
-	// EventExtend reports one extending round, by Extend or the keep-alive.
-	EventExtend
-	// EventRelease reports a Release that asked the nodes (a second Release
-	// of the same lock is not reported).
-	EventRelease
-	// EventLost reports that a held lock ended without a Release: an
-	// extension found it gone, it was at risk (ErrLockAtRisk), or its
-	// validity ran out. Err is the cause, as Lock.Err returns it.
-	EventLost
-	// EventWait reports that an Acquire is about to wait for nodes the
-	// restart guard keeps from voting: Duration is the wait, Err and Nodes
-	// the round that found them (matching ErrNodeRestarted).
-	EventWait
+	// OpAcquire is an Acquire or TryAcquire call, from its start to its
+	// return.
+	OpAcquire Op = "acquire"
+	// OpExtend is one extending round, by Extend or the keep-alive.
+	OpExtend Op = "extend"
+	// OpRelease is a Release that asked the nodes (a second Release of the
+	// same lock is not reported).
+	OpRelease Op = "release"
+	// OpInspect is Locker.Inspect, which only reads.
+	OpInspect Op = "inspect"
+	// OpLost is a held lock that ended without a Release: an extension
+	// found it gone, it was at risk (ErrLockAtRisk), or its validity ran
+	// out. The Event's Err is the cause, as Lock.Err returns it.
+	OpLost Op = "lost"
+	// OpWait is an Acquire about to wait for nodes the restart guard keeps
+	// from voting: the Event's Duration is the wait, Err and Nodes the
+	// round that found them (matching ErrNodeRestarted).
+	OpWait Op = "wait"
+
+	// Deprecated: EventAcquire is OpAcquire.
+	EventAcquire Op = OpAcquire
+	// Deprecated: EventExtend is OpExtend.
+	EventExtend Op = OpExtend
+	// Deprecated: EventRelease is OpRelease.
+	EventRelease Op = OpRelease
+	// Deprecated: EventLost is OpLost.
+	EventLost Op = OpLost
 )
 
-// String returns "acquire", "extend", "release", "lost" or "wait".
-func (k EventKind) String() string {
-	switch k {
-	case EventAcquire:
-		return "acquire"
-	case EventExtend:
-		return "extend"
-	case EventRelease:
-		return "release"
-	case EventLost:
-		return "lost"
-	case EventWait:
-		return "wait"
-	default:
-		return "event(" + itoa(int(k)) + ")"
-	}
-}
+// String returns the word: "acquire", "extend", "release", "inspect",
+// "lost" or "wait".
+func (o Op) String() string { return string(o) }
 
 // Event is one thing a Locker did, as its Observer sees it.
 type Event struct {
-	Kind EventKind
+	Kind Op
 	// Key is the lock's key as the user gave it (without the key prefix).
 	Key string
 	// Start is when the operation began (when the loss was noticed, for
-	// EventLost); Duration how long it took (zero for EventLost).
+	// OpLost); Duration how long it took (zero for OpLost).
 	Start    time.Time
 	Duration time.Duration
 	// Err is nil on success, or the error the operation returned (the
-	// cause, for EventLost). Reason(Err) names it in one word.
+	// cause, for OpLost). Reason(Err) names it in one word.
 	Err error
 	// Nodes holds each node's result in the last round the operation made
 	// (nil when it asked no node). Observers must not keep or change it.
@@ -147,7 +141,7 @@ func Reason(err error) string {
 
 // starter is an Observer's optional start hook (see Observer).
 type starter interface {
-	Start(ctx context.Context, kind EventKind, key string) context.Context
+	Start(ctx context.Context, op Op, key string) context.Context
 }
 
 // observers fans events out to several Observers, in order.
@@ -178,16 +172,16 @@ func observing(given []Observer) (Observer, []starter) {
 	return observers(slices.Clone(given)), hooks
 }
 
-// begin runs the start hooks as an operation of kind on key begins, and
+// begin runs the start hooks as an operation op on key begins, and
 // returns the context the operation goes on with: each hook gets the one
 // the hook before returned (nil keeps it). A nil ctx, which the operation
 // refuses, starts nothing.
-func (l *Locker) begin(ctx context.Context, kind EventKind, key string) context.Context {
+func (l *Locker) begin(ctx context.Context, op Op, key string) context.Context {
 	if ctx == nil {
 		return ctx
 	}
 	for _, s := range l.hooks {
-		if c := s.Start(ctx, kind, key); c != nil {
+		if c := s.Start(ctx, op, key); c != nil {
 			ctx = c
 		}
 	}
@@ -196,7 +190,7 @@ func (l *Locker) begin(ctx context.Context, kind EventKind, key string) context.
 
 // observeAcquire reports an acquisition that began at start.
 func (l *Locker) observeAcquire(ctx context.Context, key string, start time.Time, lock *Lock, err error) {
-	e := Event{Kind: EventAcquire, Key: key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err}
+	e := Event{Kind: OpAcquire, Key: key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err}
 	if lock != nil {
 		e.Nodes, e.Tries, e.Token, e.Validity = lock.nodes, lock.tries, lock.token, lock.Validity()
 	} else if qe := (*QuorumError)(nil); errors.As(err, &qe) {

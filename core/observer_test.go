@@ -17,6 +17,11 @@ import (
 	"github.com/quorumlock/quorumlock/strategies"
 )
 
+// observerFunc adapts a function to core.Observer.
+type observerFunc func(ctx context.Context, e core.Event)
+
+func (f observerFunc) Observe(ctx context.Context, e core.Event) { f(ctx, e) }
+
 // recorder is an Observer that keeps every event.
 type recorder struct {
 	mu     sync.Mutex
@@ -38,8 +43,8 @@ func (r *recorder) take() []core.Event {
 	return out
 }
 
-func kinds(events []core.Event) []core.EventKind {
-	out := make([]core.EventKind, len(events))
+func kinds(events []core.Event) []core.Op {
+	out := make([]core.Op, len(events))
 	for i, e := range events {
 		out[i] = e.Kind
 	}
@@ -60,7 +65,7 @@ func TestObserver(t *testing.T) {
 			require.NoError(t, lock.Release(t.Context()), "a second release is not reported")
 
 			events := rec.take()
-			require.Equal(t, []core.EventKind{core.EventAcquire, core.EventExtend, core.EventRelease}, kinds(events))
+			require.Equal(t, []core.Op{core.OpAcquire, core.OpExtend, core.OpRelease}, kinds(events))
 			acq := events[0]
 			assert.Equal(t, "k", acq.Key)
 			assert.Equal(t, start, acq.Start)
@@ -92,7 +97,7 @@ func TestObserver(t *testing.T) {
 			_, err := l.Acquire(t.Context(), "k")
 			require.ErrorIs(t, err, core.ErrNotAcquired)
 			events := rec.take()
-			require.Equal(t, []core.EventKind{core.EventAcquire}, kinds(events))
+			require.Equal(t, []core.Op{core.OpAcquire}, kinds(events))
 			e := events[0]
 			assert.Equal(t, err, e.Err)
 			assert.Equal(t, core.ReasonContended, core.Reason(e.Err))
@@ -118,14 +123,14 @@ func TestObserver(t *testing.T) {
 			<-lock.Done()
 			synctest.Wait() // the renewal reports after it ends the lock
 			events := rec.take()
-			require.Equal(t, []core.EventKind{core.EventAcquire, core.EventExtend, core.EventLost, core.EventExtend}, kinds(events))
+			require.Equal(t, []core.Op{core.OpAcquire, core.OpExtend, core.OpLost, core.OpExtend}, kinds(events))
 			assert.NoError(t, events[1].Err, "the first renewal")
 			assert.ErrorIs(t, events[2].Err, core.ErrLockLost)
 			assert.Equal(t, lock.Err(), events[2].Err)
 			assert.Equal(t, core.ReasonLost, core.Reason(events[3].Err), "the renewal that found it gone")
 			require.ErrorIs(t, lock.Release(t.Context()), core.ErrNotHeld)
 			release := rec.take()
-			require.Equal(t, []core.EventKind{core.EventRelease}, kinds(release))
+			require.Equal(t, []core.Op{core.OpRelease}, kinds(release))
 			assert.Equal(t, core.ReasonNotHeld, core.Reason(release[0].Err))
 		})
 	})
@@ -133,7 +138,7 @@ func TestObserver(t *testing.T) {
 		var mu sync.Mutex
 		var order []string
 		obs := func(name string) core.Observer {
-			return core.ObserverFunc(func(_ context.Context, e core.Event) {
+			return observerFunc(func(_ context.Context, e core.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				order = append(order, name+":"+e.Kind.String())
@@ -188,7 +193,7 @@ func TestReason(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, core.Reason(c.err), "%v", c.err)
 	}
-	for k, want := range map[core.EventKind]string{core.EventAcquire: "acquire", core.EventExtend: "extend", core.EventRelease: "release", core.EventLost: "lost", 9: "event(9)"} {
+	for k, want := range map[core.Op]string{core.OpAcquire: "acquire", core.OpExtend: "extend", core.OpRelease: "release", core.OpInspect: "inspect", core.OpLost: "lost", core.OpWait: "wait"} {
 		assert.Equal(t, want, k.String())
 	}
 }
@@ -211,10 +216,10 @@ type starting struct {
 	log  *[]string
 }
 
-func (s starting) Start(ctx context.Context, kind core.EventKind, key string) context.Context {
+func (s starting) Start(ctx context.Context, op core.Op, key string) context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	*s.log = append(*s.log, s.name+" starts "+kind.String()+" "+key+" after ["+chainOf(ctx)+"]")
+	*s.log = append(*s.log, s.name+" starts "+op.String()+" "+key+" after ["+chainOf(ctx)+"]")
 	if s.name == "" {
 		return nil // keeps the context
 	}
@@ -271,7 +276,7 @@ func TestObserverStart(t *testing.T) {
 			nodes[i] = ctxNode{Node: m, mu: &mu, seen: seen}
 		}
 		hook := func(name string) core.Observer { return starting{name: name, mu: &mu, log: &log} }
-		plain := core.ObserverFunc(func(ctx context.Context, e core.Event) {
+		plain := observerFunc(func(ctx context.Context, e core.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			log = append(log, "plain observed "+e.Kind.String()+" in ["+chainOf(ctx)+"]")

@@ -47,12 +47,14 @@ const (
 // maxGuard bounds the restart guard's max TTL (ages are Lua doubles).
 const maxGuard = 100 * 365 * 24 * time.Hour
 
-// Option configures a Locker. New applies options in order, skipping nil
-// ones, then validates the result as a whole. A nil value given to an
+// Option configures a Locker. New applies options in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped.
+// New then validates the result as a whole. A nil value given to an
 // option keeps its default.
 type Option interface {
 	apply(*options)
-	// String shows the option as written, for logs and comparison.
+	// String shows the option as written, for logs and comparison
+	// (functions elided).
 	String() string
 }
 

@@ -57,10 +57,18 @@ func ExampleBuild() {
 	fmt.Println(err)
 }
 
+// printer is a core.Observer that prints each event and counts them.
+type printer struct{ n int }
+
+func (p *printer) Observe(_ context.Context, e core.Event) {
+	p.n++
+	fmt.Println("observed", e.Kind, e.Key, core.Reason(e.Err))
+}
+
 // Nodes the app builds itself, here in-process ones, and an Observer
 // contributed through the options group.
 func ExampleNode() {
-	events := 0
+	events := new(printer)
 	app := fx.New(
 		fx.NopLogger,
 		fxmodule.Module,
@@ -68,10 +76,7 @@ func ExampleNode() {
 		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("a")) }),
 		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("b")) }),
 		fxmodule.Node(func() *memory.Node { return memory.New(memory.WithName("c")) }),
-		fxmodule.Options(core.WithObserver(core.ObserverFunc(func(_ context.Context, e core.Event) {
-			events++
-			fmt.Println("observed", e.Kind, e.Key, core.Reason(e.Err))
-		}))),
+		fxmodule.Options(core.WithObserver(events)),
 		fx.Invoke(func(lc fx.Lifecycle, locker *core.Locker) {
 			lc.Append(fx.StartHook(func(ctx context.Context) error {
 				lock, err := locker.Acquire(ctx, "orders:42")
@@ -92,7 +97,7 @@ func ExampleNode() {
 	if err := app.Stop(ctx); err != nil {
 		fmt.Println("stop:", err)
 	}
-	fmt.Println("events:", events)
+	fmt.Println("events:", events.n)
 	// Output:
 	// observed acquire orders:42 ok
 	// holding orders:42 with quorum 2

@@ -187,9 +187,9 @@ type counter struct{ acquire, release atomic.Int32 }
 
 func (c *counter) Observe(_ context.Context, e core.Event) {
 	switch e.Kind {
-	case core.EventAcquire:
+	case core.OpAcquire:
 		c.acquire.Add(1)
-	case core.EventRelease:
+	case core.OpRelease:
 		c.release.Add(1)
 	}
 }

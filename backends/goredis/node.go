@@ -37,7 +37,7 @@ var _ driver.Pipelined = (*Node)(nil)
 
 // Option configures a Node. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil Option is skipped. Its
-// String shows the option as written.
+// String shows the option as written. Dial takes DialOptions instead.
 type Option interface{ driver.Option[config] }
 
 type config struct {

@@ -17,7 +17,11 @@ import (
 // DialOption configures Dial. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil DialOption is skipped.
 // Its String shows the option as written (credentials and functions
-// elided).
+// elided). It has Option's shape (driver.Option) but not its type: a
+// DialOption says how Dial makes clients, which means nothing to New, given
+// a client already made; Dial names its nodes by address and owns their
+// clients, which New's Options set. Two types let the compiler refuse an
+// option given to the wrong function.
 type DialOption interface{ driver.Option[dialConfig] }
 
 type dialConfig struct {

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 // serverAddrs starts three servers for the calling test alone, and
 // returns their addresses.
-func serverAddrs(t *testing.T, opts ...redistest.ServerOption) []string {
+func serverAddrs(t *testing.T, opts ...redistest.Option) []string {
 	t.Helper()
 	return addrsOf(ownServers(t, 3, opts...))
 }
@@ -51,7 +51,7 @@ func addrsOf(servers []*redistest.Server) []string {
 
 // ownServers returns n servers for the calling test alone: from the test
 // binary's pool (redistest.TestServers), or, with options, new ones.
-func ownServers(t *testing.T, n int, opts ...redistest.ServerOption) []*redistest.Server {
+func ownServers(t *testing.T, n int, opts ...redistest.Option) []*redistest.Server {
 	t.Helper()
 	if len(opts) == 0 {
 		return redistest.TestServers(t, n)

@@ -41,7 +41,7 @@ type Cluster struct {
 // StartCluster starts masters redis-server processes in cluster mode,
 // assigns them the 16384 slots evenly, joins them and waits until every
 // master sees every slot served. opts apply to each master.
-func StartCluster(ctx context.Context, masters int, opts ...ServerOption) (*Cluster, error) {
+func StartCluster(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
 	if masters < 1 {
 		return nil, fmt.Errorf("redistest: a cluster needs at least one master, not %d", masters)
 	}
@@ -90,8 +90,8 @@ func (c *Cluster) renewControl() {
 
 // startClusterServer starts one master on a port whose cluster bus port
 // (port+10000) is free too.
-func startClusterServer(ctx context.Context, opts []ServerOption) (*Server, error) {
-	opts = append([]ServerOption{WithArgs(clusterArgs...)}, opts...)
+func startClusterServer(ctx context.Context, opts []Option) (*Server, error) {
+	opts = append([]Option{WithArgs(clusterArgs...)}, opts...)
 	var err error
 	for range 10 {
 		var port int

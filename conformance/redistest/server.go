@@ -67,10 +67,21 @@ type Server struct {
 	keep   bool // the next Restart loads the snapshot StopKeepingData wrote
 }
 
-// ServerOption configures a Server. Options apply in order, a later one
-// overriding an earlier one of the same kind; a nil ServerOption is
-// skipped.
-type ServerOption func(*serverConfig)
+// Option configures a Server. Options apply in order, a later one
+// overriding an earlier one of the same kind; a nil Option is skipped.
+type Option interface {
+	apply(*serverConfig)
+	// String shows the option as written, for logs and comparison.
+	String() string
+}
+
+type option struct {
+	fn   func(*serverConfig)
+	name string
+}
+
+func (o option) apply(c *serverConfig) { o.fn(c) }
+func (o option) String() string        { return o.name }
 
 type serverConfig struct {
 	args  []string
@@ -86,16 +97,16 @@ type serverConfig struct {
 // guard for its max TTL after its first guarded acquisition, like a server
 // restarted empty.
 // Default: off.
-func WithFresh(on bool) ServerOption {
-	return func(c *serverConfig) { c.fresh = on }
+func WithFresh(on bool) Option {
+	return option{func(c *serverConfig) { c.fresh = on }, "WithFresh(" + strconv.FormatBool(on) + ")"}
 }
 
 // WithArgs adds redis-server command-line arguments, such as
 // "--cluster-enabled", "yes"; each WithArgs adds to the earlier ones.
 // Default: none beyond the harness's own.
 // Arguments redis-server refuses make StartServer return its error.
-func WithArgs(args ...string) ServerOption {
-	return func(c *serverConfig) { c.args = append(c.args, args...) }
+func WithArgs(args ...string) Option {
+	return option{func(c *serverConfig) { c.args = append(c.args, args...) }, "WithArgs(" + quoted(args) + ")"}
 }
 
 // WithEnv adds "NAME=value" entries to the server process's environment,
@@ -104,21 +115,30 @@ func WithArgs(args ...string) ServerOption {
 // (conformance/safety's StartFastServer). Each WithEnv adds to the earlier
 // ones; a later entry of one name wins.
 // Default: none.
-func WithEnv(env ...string) ServerOption {
-	return func(c *serverConfig) { c.env = append(c.env, env...) }
+func WithEnv(env ...string) Option {
+	return option{func(c *serverConfig) { c.env = append(c.env, env...) }, "WithEnv(" + quoted(env) + ")"}
+}
+
+// quoted returns strs quoted and joined by commas, as a call shows them.
+func quoted(strs []string) string {
+	q := make([]string, len(strs))
+	for i, s := range strs {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // WithPort runs the server on port; 0 keeps the default.
 // Default: a free port chosen at start.
 // A port that is taken makes StartServer return an error.
-func WithPort(port int) ServerOption {
-	return func(c *serverConfig) { c.port = port }
+func WithPort(port int) Option {
+	return option{func(c *serverConfig) { c.port = port }, "WithPort(" + strconv.Itoa(port) + ")"}
 }
 
 // StartServer starts a redis-server on a free loopback port and waits until
 // it answers as itself (INFO reports its process id), trying another port
 // when one turns out taken. The process is killed if this process dies.
-func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
+func StartServer(ctx context.Context, opts ...Option) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -126,7 +146,7 @@ func StartServer(ctx context.Context, opts ...ServerOption) (*Server, error) {
 	var c serverConfig
 	for _, o := range opts {
 		if o != nil {
-			o(&c)
+			o.apply(&c)
 		}
 	}
 	dir, err := os.MkdirTemp("", "redistest-")

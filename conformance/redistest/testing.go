@@ -15,7 +15,7 @@ import (
 
 // StartTestServer starts a redis-server for t (RequireServer first), and
 // closes it when t ends.
-func StartTestServer(t testing.TB, opts ...ServerOption) *Server {
+func StartTestServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	RequireServer(t)
 	srv, err := StartServer(t.Context(), opts...)

@@ -88,7 +88,7 @@ func FaketimeEnv(rate float64) ([]string, error) {
 // StartFastServer starts a redis-server (redistest.StartServer, with opts)
 // whose wall clock runs rate times as fast as the real one (FaketimeEnv):
 // a key set with PX d on it expires after d/rate of real time.
-func StartFastServer(ctx context.Context, rate float64, opts ...redistest.ServerOption) (*redistest.Server, error) {
+func StartFastServer(ctx context.Context, rate float64, opts ...redistest.Option) (*redistest.Server, error) {
 	env, err := FaketimeEnv(rate)
 	if err != nil {
 		return nil, err

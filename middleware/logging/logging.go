@@ -2,7 +2,9 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/quorumlock/quorumlock/core"
 )
@@ -21,11 +23,19 @@ type options struct {
 
 // Option configures an Observer. Options apply in order, a later one
 // overriding an earlier one of the same kind; a nil Option is skipped.
-type Option interface{ apply(*options) }
+type Option interface {
+	apply(*options)
+	// String shows the option as written, for logs and comparison.
+	String() string
+}
 
-type optionFunc func(*options)
+type optionFunc struct {
+	fn   func(*options)
+	name string
+}
 
-func (f optionFunc) apply(o *options) { f(o) }
+func (o optionFunc) apply(opts *options) { o.fn(opts) }
+func (o optionFunc) String() string      { return o.name }
 
 // WithLevels sets the level of successful operations (ok), of
 // acquisitions lost to another holder (contended: that is how a lock
@@ -34,18 +44,23 @@ func (f optionFunc) apply(o *options) { f(o) }
 // level are dropped.
 // Default: Debug, Debug, Warn, Error.
 func WithLevels(ok, contended, failed, lost slog.Level) Option {
-	return optionFunc(func(o *options) { o.ok, o.contended, o.failed, o.lost = ok, contended, failed, lost })
+	return optionFunc{func(o *options) { o.ok, o.contended, o.failed, o.lost = ok, contended, failed, lost },
+		fmt.Sprintf("WithLevels(%v, %v, %v, %v)", ok, contended, failed, lost)}
 }
 
 // WithKeys, on, puts each lock's key in its records (the attribute key);
 // off, keys are left out, for keys that carry data the logs must not.
 // Default: on.
-func WithKeys(on bool) Option { return optionFunc(func(o *options) { o.omitKey = !on }) }
+func WithKeys(on bool) Option {
+	return optionFunc{func(o *options) { o.omitKey = !on }, "WithKeys(" + strconv.FormatBool(on) + ")"}
+}
 
 // WithNodes, on, logs each node's result for successful operations too;
 // off, only failed operations carry their nodes' results.
 // Default: off.
-func WithNodes(on bool) Option { return optionFunc(func(o *options) { o.allNodes = on }) }
+func WithNodes(on bool) Option {
+	return optionFunc{func(o *options) { o.allNodes = on }, "WithNodes(" + strconv.FormatBool(on) + ")"}
+}
 
 // New returns an Observer that logs to logger (slog.Default() when nil),
 // configured by opts.
@@ -67,7 +82,7 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	reason := core.Reason(e.Err)
 	level := l.o.failed
 	switch {
-	case e.Kind == core.EventLost:
+	case e.Kind == core.OpLost:
 		level = l.o.lost
 	case e.Err == nil:
 		level = l.o.ok
@@ -82,22 +97,22 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 		attrs = append(attrs, slog.String("key", e.Key))
 	}
 	attrs = append(attrs, slog.String("outcome", reason))
-	if e.Kind != core.EventLost {
+	if e.Kind != core.OpLost {
 		attrs = append(attrs, slog.Duration("duration", e.Duration))
 	}
-	if e.Kind == core.EventAcquire {
+	if e.Kind == core.OpAcquire {
 		attrs = append(attrs, slog.Int("tries", e.Tries))
 	}
 	if e.Token != 0 {
 		attrs = append(attrs, slog.Int64("token", e.Token))
 	}
-	if e.Err == nil && (e.Kind == core.EventAcquire || e.Kind == core.EventExtend) {
+	if e.Err == nil && (e.Kind == core.OpAcquire || e.Kind == core.OpExtend) {
 		attrs = append(attrs, slog.Duration("validity", e.Validity))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
-	if len(e.Nodes) > 0 && (e.Err != nil && e.Kind != core.EventWait || l.o.allNodes) {
+	if len(e.Nodes) > 0 && (e.Err != nil && e.Kind != core.OpWait || l.o.allNodes) {
 		nodes := make([]slog.Attr, 0, len(e.Nodes))
 		for _, n := range e.Nodes {
 			node := []any{slog.String("outcome", n.Outcome.String()), slog.Duration("latency", n.Latency)}
@@ -111,20 +126,20 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	l.logger.LogAttrs(ctx, level, message(e.Kind), attrs...)
 }
 
-// messages holds the record's message of each kind core has, built once
-// from the kinds' names, so that logging an event does not build it.
-var messages = func() (m [core.EventWait + 1]string) {
-	for k := range m {
-		m[k] = "quorumlock " + core.EventKind(k).String()
+// message is the record's message for op: a constant for each op core
+// reports, so that logging an event does not build one.
+func message(op core.Op) string {
+	switch op {
+	case core.OpAcquire:
+		return "quorumlock acquire"
+	case core.OpExtend:
+		return "quorumlock extend"
+	case core.OpRelease:
+		return "quorumlock release"
+	case core.OpLost:
+		return "quorumlock lost"
+	case core.OpWait:
+		return "quorumlock acquire waits for servers too young to vote (restart guard)"
 	}
-	m[core.EventWait] = "quorumlock acquire waits for servers too young to vote (restart guard)"
-	return m
-}()
-
-// message is the record's message for k.
-func message(k core.EventKind) string {
-	if int(k) < len(messages) {
-		return messages[k]
-	}
-	return "quorumlock " + k.String()
+	return "quorumlock " + op.String()
 }

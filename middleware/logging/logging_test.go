@@ -148,7 +148,7 @@ func (h discard) WithGroup(string) slog.Handler                { return h }
 // Observe runs on every acquisition, extension and release: a successful
 // one, logged or not, allocates nothing of its own.
 func TestObserveDoesNotAllocate(t *testing.T) {
-	e := core.Event{Kind: core.EventAcquire, Key: "k", Duration: time.Millisecond, Tries: 1, Validity: time.Second,
+	e := core.Event{Kind: core.OpAcquire, Key: "k", Duration: time.Millisecond, Tries: 1, Validity: time.Second,
 		Nodes: []core.NodeResult{{Node: "a", Outcome: core.OutcomeOK}}}
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
 		obs := logging.New(slog.New(discard(level)))

@@ -109,7 +109,7 @@ func labelsString(labels prometheus.Labels) string {
 
 // The event kinds and reasons, as indexes into the cached series.
 var (
-	ops     = [...]core.EventKind{core.EventAcquire, core.EventExtend, core.EventRelease, core.EventLost}
+	ops     = [...]core.Op{core.OpAcquire, core.OpExtend, core.OpRelease, core.OpLost}
 	reasons = [...]string{
 		core.ReasonOK, core.ReasonContended, core.ReasonUnavailable, core.ReasonExpired, core.ReasonLost,
 		core.ReasonNotHeld, core.ReasonCanceled, core.ReasonClosed, core.ReasonInvalid, core.ReasonRestarted, core.ReasonOther,
@@ -122,7 +122,7 @@ const (
 )
 
 // opIndex returns k's index in ops, or -1.
-func opIndex(k core.EventKind) int {
+func opIndex(k core.Op) int {
 	for i, op := range ops {
 		if op == k {
 			return i
@@ -239,12 +239,12 @@ func (m *Observer) Observe(_ context.Context, e core.Event) {
 	r := reasonIndex(e.Err)
 	m.counter(op, r).Inc()
 	switch e.Kind {
-	case core.EventAcquire:
+	case core.OpAcquire:
 		m.duration(r).Observe(e.Duration.Seconds())
 		if e.Err == nil {
 			m.locksHeld.Inc()
 		}
-	case core.EventRelease:
+	case core.OpRelease:
 		m.locksHeld.Dec()
 	}
 	for i := range e.Nodes {

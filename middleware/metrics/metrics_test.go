@@ -179,7 +179,7 @@ func TestObserverLint(t *testing.T) {
 
 func TestObserverUnknownKind(t *testing.T) {
 	obs, reg := newObserver(t)
-	obs.Observe(t.Context(), core.Event{Kind: 99})
+	obs.Observe(t.Context(), core.Event{Kind: "unknown"})
 	assert.Equal(t, 0, testutil.CollectAndCount(obs, "quorumlock_operations_total"))
 	assert.Equal(t, 0.0, heldGauge(t, reg))
 }
@@ -214,7 +214,7 @@ func TestObserverConcurrent(t *testing.T) {
 func TestOptions(t *testing.T) {
 	t.Run("defaults", func(t *testing.T) {
 		obs, reg := newObserver(t)
-		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpAcquire})
 		m := find(t, reg, "quorumlock_acquire_duration_seconds", nil)
 		require.NotNil(t, m)
 		var bounds []float64
@@ -229,8 +229,8 @@ func TestOptions(t *testing.T) {
 		labels := prometheus.Labels{"locker": "orders"}
 		obs, reg := newObserver(t, metrics.WithNamespace("app"), metrics.WithConstLabels(labels), metrics.WithBuckets(0.1, 1), nil)
 		labels["locker"] = "changed" // the option keeps a copy
-		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire, Duration: 500 * time.Millisecond})
-		obs.Observe(t.Context(), core.Event{Kind: core.EventRelease, Nodes: []core.NodeResult{{Node: "n1", Outcome: core.OutcomeFailed}, {Node: "n2", Outcome: core.OutcomeRefused}}})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpAcquire, Duration: 500 * time.Millisecond})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpRelease, Nodes: []core.NodeResult{{Node: "n1", Outcome: core.OutcomeFailed}, {Node: "n2", Outcome: core.OutcomeRefused}}})
 
 		const want = `
 # HELP app_acquire_duration_seconds Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome.
@@ -266,7 +266,7 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 	t.Run("nil or empty keeps what was set", func(t *testing.T) {
 		obs, reg := newObserver(t, metrics.WithConstLabels(prometheus.Labels{"locker": "orders"}), metrics.WithBuckets(0.1, 1),
 			metrics.WithConstLabels(nil), metrics.WithConstLabels(prometheus.Labels{}), metrics.WithBuckets(), metrics.WithBuckets([]float64{}...))
-		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire, Duration: 500 * time.Millisecond})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpAcquire, Duration: 500 * time.Millisecond})
 		m := find(t, reg, "quorumlock_acquire_duration_seconds", map[string]string{"locker": "orders", "outcome": "ok"})
 		require.NotNil(t, m)
 		assert.Len(t, m.GetHistogram().GetBucket(), 2)
@@ -289,7 +289,7 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 func TestObserveAllocates(t *testing.T) {
 	obs, err := metrics.New()
 	require.NoError(t, err)
-	e := core.Event{Kind: core.EventAcquire, Duration: time.Millisecond, Nodes: []core.NodeResult{{Node: "a", Outcome: core.OutcomeOK}}}
+	e := core.Event{Kind: core.OpAcquire, Duration: time.Millisecond, Nodes: []core.NodeResult{{Node: "a", Outcome: core.OutcomeOK}}}
 	obs.Observe(t.Context(), e) // makes the series
 	assert.Zero(t, testing.AllocsPerRun(100, func() { obs.Observe(t.Context(), e) }))
 }

@@ -32,7 +32,7 @@ func TestMisuseMetrics(t *testing.T) {
 		require.NoError(t, err)
 		reg := prometheus.NewRegistry()
 		require.NoError(t, reg.Register(obs))
-		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpAcquire})
 		families, err := reg.Gather()
 		require.NoError(t, err)
 		i := slices.IndexFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == "quorumlock_acquire_duration_seconds" })

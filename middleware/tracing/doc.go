@@ -28,7 +28,7 @@
 // named
 //
 //   - "quorumlock.acquire": an Acquire or TryAcquire call, retries and
-//     waits for the restart guard (core.EventWait, which gets no span of
+//     waits for the restart guard (core.OpWait, which gets no span of
 //     its own) included;
 //   - "quorumlock.extend": one extending round, by Extend or the keep-alive;
 //   - "quorumlock.release": a Release (or the release Locker.Close makes);

@@ -17,26 +17,26 @@ import (
 // one per Observer, so that Observe ends its own span and not a caller's.
 type startedKey struct{ t *Observer }
 
-// started is the span Start began, and the kind of its operation: only
-// that operation's event ends it (the restart guard's EventWait, observed
+// started is the span Start began, and its operation: only that
+// operation's event ends it (the restart guard's OpWait, observed
 // with the same context while the acquisition goes on, must not).
 type started struct {
 	span trace.Span
-	kind core.EventKind
+	op   core.Op
 }
 
 // Start begins the span of an Acquire, TryAcquire, Extend or Release (see
 // core.Observer): the returned context carries it, so the spans a driver
 // makes for the operation's node calls (redisotel, rueidisotel,
-// valkeyotel) are its children. Observe ends it. Other kinds are ignored.
-func (t *Observer) Start(ctx context.Context, kind core.EventKind, key string) context.Context {
-	name, spanKind, ok := spanOf(kind)
+// valkeyotel) are its children. Observe ends it. Other ops are ignored.
+func (t *Observer) Start(ctx context.Context, op core.Op, key string) context.Context {
+	name, spanKind, ok := spanOf(op)
 	if !ok {
 		return ctx
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(spanKind),
 		trace.WithAttributes(t.keyAttrs(key, semconv.DBSystemNameRedis)...))
-	return context.WithValue(ctx, startedKey{t}, &started{span, kind})
+	return context.WithValue(ctx, startedKey{t}, &started{span, op})
 }
 
 // span returns the span Start began for the operation ctx belongs to, or
@@ -44,7 +44,7 @@ func (t *Observer) Start(ctx context.Context, kind core.EventKind, key string) c
 func (t *Observer) span(ctx context.Context, e core.Event) (trace.Span, bool) {
 	// Spans are compared by their IDs: span types need not be comparable
 	// (the global provider's and noop's non-recording spans are not).
-	if s, ok := ctx.Value(startedKey{t}).(*started); ok && s.kind == e.Kind &&
+	if s, ok := ctx.Value(startedKey{t}).(*started); ok && s.op == e.Kind &&
 		s.span.SpanContext().SpanID() == trace.SpanContextFromContext(ctx).SpanID() {
 		return s.span, true
 	}
@@ -57,16 +57,16 @@ func (t *Observer) span(ctx context.Context, e core.Event) (trace.Span, bool) {
 	return s, true
 }
 
-// spanOf names the span of an event kind.
-func spanOf(kind core.EventKind) (string, trace.SpanKind, bool) {
-	switch kind {
-	case core.EventAcquire:
+// spanOf names the span of an op.
+func spanOf(op core.Op) (string, trace.SpanKind, bool) {
+	switch op {
+	case core.OpAcquire:
 		return SpanAcquire, trace.SpanKindClient, true
-	case core.EventExtend:
+	case core.OpExtend:
 		return SpanExtend, trace.SpanKindClient, true
-	case core.EventRelease:
+	case core.OpRelease:
 		return SpanRelease, trace.SpanKindClient, true
-	case core.EventLost:
+	case core.OpLost:
 		return SpanLost, trace.SpanKindInternal, true
 	}
 	return "", 0, false

@@ -295,7 +295,7 @@ func TestProviderWithUncomparableSpans(t *testing.T) {
 	require.NoError(t, lock.Release(ctx))
 }
 
-// The restart guard's wait (core.EventWait), observed with the context of
+// The restart guard's wait (core.OpWait), observed with the context of
 // the acquisition that waits, gets no span and does not end the
 // acquisition's: that span ends when Acquire returns, with its outcome.
 func TestRestartGuardWait(t *testing.T) {
@@ -332,7 +332,7 @@ func TestProvider(t *testing.T) {
 		// The global provider is left set: every other test gives its own.
 		otel.SetTracerProvider(tp)
 		obs := tracing.New(tracing.WithTracerProvider(nil)) // nil keeps the default
-		obs.Observe(t.Context(), core.Event{Kind: core.EventRelease, Key: "k", Start: time.Now()})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpRelease, Key: "k", Start: time.Now()})
 		require.Len(t, rec.Ended(), 1)
 		assert.Equal(t, tracing.SpanRelease, rec.Ended()[0].Name())
 	})
@@ -341,7 +341,7 @@ func TestProvider(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
 		obs := tracing.New(tracing.WithTracerProvider(tp), tracing.WithTracerProvider(nil))
-		obs.Observe(t.Context(), core.Event{Kind: core.EventRelease, Key: "k", Start: time.Now()})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpRelease, Key: "k", Start: time.Now()})
 		require.Len(t, rec.Ended(), 1)
 	})
 	t.Run("spans not sampled", func(t *testing.T) {
@@ -349,14 +349,14 @@ func TestProvider(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.NeverSample()))
 		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
 		obs := tracing.New(tracing.WithTracerProvider(tp))
-		obs.Observe(t.Context(), core.Event{Kind: core.EventAcquire, Key: "k", Start: time.Now(), Nodes: []core.NodeResult{{Outcome: core.OutcomeOK}}})
+		obs.Observe(t.Context(), core.Event{Kind: core.OpAcquire, Key: "k", Start: time.Now(), Nodes: []core.NodeResult{{Outcome: core.OutcomeOK}}})
 		assert.Empty(t, rec.Ended())
 	})
 	t.Run("unknown kinds are ignored", func(t *testing.T) {
 		rec := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
-		tracing.New(tracing.WithTracerProvider(tp)).Observe(t.Context(), core.Event{Kind: 99})
+		tracing.New(tracing.WithTracerProvider(tp)).Observe(t.Context(), core.Event{Kind: "unknown"})
 		assert.Empty(t, rec.Ended())
 	})
 	t.Run("String", func(t *testing.T) {
