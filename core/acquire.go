@@ -54,7 +54,7 @@ func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, err
 	if l.obs == nil {
 		return l.runAcquisition(ctx, key, tries)
 	}
-	ctx = l.begin(ctx, EventAcquire, key)
+	ctx = l.begin(ctx, OpAcquire, key)
 	start := l.o.clock.Now()
 	lock, err := l.runAcquisition(ctx, key, tries)
 	l.observeAcquire(ctx, key, start, lock, err)
@@ -298,7 +298,6 @@ type pollWaiter struct {
 	closing <-chan struct{}
 }
 
-func (pollWaiter) queueFirst() bool             { return false }
 func (pollWaiter) startRound() (wakeKind, bool) { return wokenByNothing, false }
 func (pollWaiter) endRound(*QuorumError, bool)  {}
 func (pollWaiter) leave()                       {}

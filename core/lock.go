@@ -401,7 +401,7 @@ func (k *Lock) finish(s lockState, cause error) {
 		h.fn(cause)
 	}
 	if obs := k.locker.obs; obs != nil && s != stateReleased {
-		obs.Observe(context.Background(), Event{Kind: EventLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
+		obs.Observe(context.Background(), Event{Kind: OpLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
 	}
 }
 
@@ -492,7 +492,7 @@ func (k *Lock) release(ctx context.Context) error {
 	l := k.locker
 	var start time.Time // read only for an Observer
 	if l.obs != nil {
-		ctx = l.begin(ctx, EventRelease, k.key)
+		ctx = l.begin(ctx, OpRelease, k.key)
 		start = l.o.clock.Now()
 	}
 	if state != stateReleased { // no renewal may follow the release
@@ -525,7 +525,7 @@ func (k *Lock) release(ctx context.Context) error {
 		err = nil // a node that failed before may have deleted it then
 	}
 	if l.obs != nil {
-		l.obs.Observe(ctx, Event{Kind: EventRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
+		l.obs.Observe(ctx, Event{Kind: OpRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
 	}
 	return err
 }
@@ -652,7 +652,7 @@ func (k *Lock) Extend(ctx context.Context) error {
 	}
 
 	if l.obs != nil {
-		ctx = l.begin(ctx, EventExtend, k.key)
+		ctx = l.begin(ctx, OpExtend, k.key)
 	}
 	extend := k.kind.extend(k.value)
 	results := l.askNodes(ctx, l.o.strategy, func(ctx context.Context, i int) (bool, error) {
@@ -688,7 +688,7 @@ func (k *Lock) atRiskNoted() (time.Time, lockState) {
 func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time, results []NodeResult) *QuorumError {
 	qe := k.settle(start, end, deadline, results, contextError(ctx))
 	if obs := k.locker.obs; obs != nil {
-		e := Event{Kind: EventExtend, Key: k.key, Start: start, Duration: end.Sub(start), Nodes: results}
+		e := Event{Kind: OpExtend, Key: k.key, Start: start, Duration: end.Sub(start), Nodes: results}
 		if qe != nil {
 			e.Err = qe
 		} else {

@@ -51,15 +51,6 @@ const (
 	// from voting: the Event's Duration is the wait, Err and Nodes the
 	// round that found them (matching ErrNodeRestarted).
 	OpWait Op = "wait"
-
-	// Deprecated: EventAcquire is OpAcquire.
-	EventAcquire Op = OpAcquire
-	// Deprecated: EventExtend is OpExtend.
-	EventExtend Op = OpExtend
-	// Deprecated: EventRelease is OpRelease.
-	EventRelease Op = OpRelease
-	// Deprecated: EventLost is OpLost.
-	EventLost Op = OpLost
 )
 
 // String returns the word: "acquire", "extend", "release", "inspect",
