@@ -28,7 +28,7 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, key, l.o.tries)
+	return l.acquire(ctx, target{key: key}, l.o.tries)
 }
 
 // TryAcquire makes one round to take the lock on key, without waiting or
@@ -44,26 +44,88 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, key, tryOnce)
+	return l.acquire(ctx, target{key: key}, tryOnce)
+}
+
+// AcquireAll takes one lock on every key at once, as Acquire takes one: on
+// each node, all the keys or none, and a quorum of nodes makes the lock.
+// Two locks whose key sets overlap (or a set and a lock on one of its
+// keys, of any kind) never both hold. The keys are taken in sorted order
+// whatever order they are given in; the lock's Key is them joined by
+// commas, and Keys returns them. On Redis Cluster nodes the keys must share
+// a slot: put them in one hash tag, such as {orders}:1 and {orders}:2.
+//
+// Its errors are Acquire's; no keys, an empty key, a key given twice or
+// keys in different slots of a cluster match ErrInvalidArgument. A waiter
+// is handed the lock on its first key's release; otherwise it polls
+// (docs/locks.md).
+func (l *Locker) AcquireAll(ctx context.Context, keys ...string) (*Lock, error) {
+	return l.acquireSet(ctx, keys, -1)
+}
+
+// TryAcquireAll makes one round to take the lock on every key, as
+// TryAcquire does for one key. Its errors are those of AcquireAll.
+func (l *Locker) TryAcquireAll(ctx context.Context, keys ...string) (*Lock, error) {
+	return l.acquireSet(ctx, keys, tryOnce)
+}
+
+// AcquireShared takes a shared (read) lock on key, as Acquire takes a lock:
+// any number of shared locks hold a key at once, and none while a lock
+// (Acquire's, a writer's) holds it. Once a writer waits for the shared
+// holders, new shared locks wait behind it. A shared lock is extended,
+// kept alive, released and lost as any other, and carries a fencing token
+// with WithFencing (a writer's token is greater than every one before
+// it). Its errors are Acquire's (docs/locks.md).
+func (l *Locker) AcquireShared(ctx context.Context, key string) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
+	return l.acquire(ctx, target{key: key, shared: true}, l.o.tries)
+}
+
+// TryAcquireShared makes one round to take a shared lock on key, as
+// TryAcquire does. Its errors are those of Acquire.
+func (l *Locker) TryAcquireShared(ctx context.Context, key string) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
+	}
+	return l.acquire(ctx, target{key: key, shared: true}, tryOnce)
 }
 
 // tryOnce is TryAcquire's tries: one round, no wait for young nodes.
 const tryOnce = 0
 
-func (l *Locker) acquire(ctx context.Context, key string, tries int) (*Lock, error) {
-	if l.obs == nil {
-		return l.runAcquisition(ctx, key, tries)
+// acquireSet is AcquireAll, or TryAcquireAll with tries tryOnce; tries
+// -1 is the Locker's.
+func (l *Locker) acquireSet(ctx context.Context, keys []string, tries int) (*Lock, error) {
+	if l.zero() {
+		return nil, errZeroLocker
 	}
-	ctx = l.begin(ctx, OpAcquire, key)
+	t, err := setTarget(keys)
+	if err != nil {
+		return nil, err
+	}
+	if tries < 0 {
+		tries = l.o.tries
+	}
+	return l.acquire(ctx, t, tries)
+}
+
+func (l *Locker) acquire(ctx context.Context, t target, tries int) (*Lock, error) {
+	if l.obs == nil {
+		return l.runAcquisition(ctx, t, tries)
+	}
+	ctx = l.begin(ctx, OpAcquire, t.key)
 	start := l.o.clock.Now()
-	lock, err := l.runAcquisition(ctx, key, tries)
-	l.observeAcquire(ctx, key, start, lock, err)
+	lock, err := l.runAcquisition(ctx, t, tries)
+	l.observeAcquire(ctx, t.key, start, lock, err)
 	return lock, err
 }
 
-// runAcquisition checks the key and the context, sets up an acquisition
-// of the key and runs it.
-func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lock, error) {
+// runAcquisition checks the target and the context, sets up an
+// acquisition of the target and runs it.
+func (l *Locker) runAcquisition(ctx context.Context, t target, tries int) (*Lock, error) {
+	key := t.key
 	if key == "" {
 		return nil, invalid("key is empty")
 	}
@@ -74,7 +136,7 @@ func (l *Locker) runAcquisition(ctx context.Context, key string, tries int) (*Lo
 		return nil, l.closedError(OpAcquire, key)
 	}
 	defer l.leave(nil)
-	kind, err := l.newMutex(key)
+	kind, err := l.newKind(t)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 // raiseFence is the second step of a fenced acquisition: it returns the
 // token (the largest granting counter) once a quorum holds at least it,
 // raising every node that answered (docs/design.md, fencing: the raise).
-func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []NodeResult, counters []atomic.Int64) (int64, *QuorumError) {
+func (l *Locker) raiseFence(ctx context.Context, key string, k lockKind, results []NodeResult, counters []atomic.Int64) (int64, *QuorumError) {
 	var token int64
 	for i := range results {
 		if results[i].Outcome == OutcomeOK {
@@ -33,7 +33,7 @@ func (l *Locker) raiseFence(ctx context.Context, key, fence string, results []No
 	}
 	// With a quorum at the token already, nodes that did not answer are skipped.
 	enough, t := n >= l.o.quorum, token // copies: the fast path allocates nothing
-	raise := newRequest(driver.ScriptRaiseFence, []string{fence}, strconv.FormatInt(token, 10))
+	raise := k.raise(strconv.FormatInt(token, 10))
 	raised := l.askNodes(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		if at := atToken(results[i], counters[i].Load(), t); at || enough && !answered(results[i]) {
 			return at, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // KeyState is what the nodes hold under a key, as Locker.Inspect read it.
@@ -25,6 +27,9 @@ type NodeState struct {
 	// TTL is how long until the key expires on this node: 0 when it is
 	// absent, -1 when it has no expiry (not written by this library).
 	TTL time.Duration
+	// Readers are the read locks that hold the key on this node (Value is
+	// then driver.SharedValue): each reader's value and its time to live.
+	Readers map[string]time.Duration
 }
 
 // Holder returns the value that the most nodes hold (the first by node
@@ -116,11 +121,14 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
 		return nil, l.closedError(OpInspect, key)
 	}
 	defer l.leave(nil)
-	m, err := l.newMutex(key)
+	rkey, _, err := l.storedKeys(key)
 	if err != nil {
 		return nil, err
 	}
-	inspect := m.inspect()
+	inspect := newRequest(driver.ScriptInspect, []string{rkey})
+	if readers, ok := driver.ReadersKey(rkey); ok {
+		inspect.keys = append(inspect.keys, readers)
+	}
 	// Written by each node's call; read only for nodes whose call the
 	// round waited for (a suspect call not waited for may still write).
 	answers := make([]NodeState, len(l.nodes))
@@ -129,14 +137,14 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
 		if err != nil {
 			return false, err
 		}
-		answers[i].Value, answers[i].TTL, err = inspectReply(reply)
+		err = answers[i].read(reply)
 		return err == nil, err
 	})
 	s := &KeyState{Key: key, Quorum: l.o.quorum, Nodes: make([]NodeState, len(results))}
 	for i, r := range results {
 		s.Nodes[i].NodeResult = r
 		if r.Outcome == OutcomeOK {
-			s.Nodes[i].Value, s.Nodes[i].TTL = answers[i].Value, answers[i].TTL
+			s.Nodes[i].Value, s.Nodes[i].TTL, s.Nodes[i].Readers = answers[i].Value, answers[i].TTL, answers[i].Readers
 		}
 	}
 	if ok, _, _ := tally(results); ok < l.o.quorum {
@@ -146,25 +154,46 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	return s, nil
 }
 
-// inspectReply reads ScriptInspect's reply: {pttl, value} or {-2}.
-func inspectReply(reply any) (value string, ttl time.Duration, err error) {
+// read sets the node's state from ScriptInspect's reply: {-2}, {pttl,
+// value}, or for a shared lock {pttl, value, reader, ttl, ...}.
+func (n *NodeState) read(reply any) error {
+	bad := fmt.Errorf("quorumlock: inspect: unexpected reply %#v", reply)
 	a, _ := reply.([]any)
-	if len(a) == 0 || len(a) > 2 {
-		return "", 0, fmt.Errorf("quorumlock: inspect: unexpected reply %#v", reply)
+	if len(a) == 0 {
+		return bad
 	}
 	ms, ok := a[0].(int64)
 	switch {
 	case !ok:
-		return "", 0, fmt.Errorf("quorumlock: inspect: unexpected reply %#v", reply)
+		return bad
 	case ms == -2 || len(a) == 1:
-		return "", 0, nil
+		n.Value, n.TTL = "", 0
+		return nil
+	case len(a)%2 != 0:
+		return bad
 	}
-	value, ok = a[1].(string)
-	if !ok {
-		return "", 0, fmt.Errorf("quorumlock: inspect: unexpected reply %#v", reply)
+	if n.Value, ok = a[1].(string); !ok {
+		return bad
 	}
+	n.TTL = millisTTL(ms)
+	for j := 2; j < len(a); j += 2 {
+		reader, ok1 := a[j].(string)
+		ttl, ok2 := a[j+1].(int64)
+		if !ok1 || !ok2 {
+			return bad
+		}
+		if n.Readers == nil {
+			n.Readers = make(map[string]time.Duration, (len(a)-2)/2)
+		}
+		n.Readers[reader] = millisTTL(ttl)
+	}
+	return nil
+}
+
+// millisTTL is a PTTL in milliseconds as a duration; -1 stays -1.
+func millisTTL(ms int64) time.Duration {
 	if ms < 0 {
-		return value, -1, nil
+		return -1
 	}
-	return value, time.Duration(ms) * time.Millisecond, nil
+	return time.Duration(ms) * time.Millisecond
 }

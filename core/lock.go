@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,27 @@ func (k *Lock) Key() string {
 		return ""
 	}
 	return k.key
+}
+
+// Keys returns the keys the lock holds, without the Locker's key prefix:
+// a multi-key lock's (AcquireAll), sorted, or the one key.
+func (k *Lock) Keys() []string {
+	if k == nil || k.locker == nil {
+		return nil
+	}
+	if s, ok := k.kind.(*keySet); ok {
+		return slices.Clone(s.keys)
+	}
+	return []string{k.key}
+}
+
+// Shared reports whether the lock is a shared (read) lock (AcquireShared).
+func (k *Lock) Shared() bool {
+	if k == nil || k.locker == nil {
+		return false
+	}
+	_, ok := k.kind.(*shared)
+	return ok
 }
 
 // Value returns the random value that identifies this acquisition on the
@@ -505,7 +527,7 @@ func (k *Lock) release(ctx context.Context) error {
 			l.keeper.waitIdle()
 		}
 	}
-	results, handed := l.releaseAll(detached(ctx), k.kind, k.value, true, prev, k.skipped)
+	results, handed := l.releaseAll(detached(ctx), k.kind, k.value, false, true, prev, k.skipped)
 	if handed {
 		l.handedOver(k.kind.stored())
 	}

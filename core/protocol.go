@@ -32,7 +32,7 @@ type request struct {
 }
 
 // maxArgs is the most arguments a request has.
-const maxArgs = 3
+const maxArgs = 5
 
 // newRequest returns the request of script s with keys and args.
 func newRequest(s driver.Script, keys []string, args ...string) request {
@@ -54,10 +54,11 @@ type lockKind interface {
 	stored() string
 	// queue is the key of its wait queue on the herald, "" if it has none.
 	queue() string
-	// fence is the key of its fencing counter, "" without fencing: a
-	// grant then answers with the counter, which the raise brings to the
-	// token on a quorum (fencing.go).
-	fence() string
+	// fenced reports whether a grant answers with a fencing counter,
+	// which raise brings to the token on a quorum (fencing.go).
+	fenced() bool
+	// raise returns the request that raises its fencing counters to token.
+	raise(token string) request
 	// grant returns the requests that acquire value on a node, without
 	// and with the restart guard.
 	grant(value string) (plain, guarded request)
@@ -66,8 +67,10 @@ type lockKind interface {
 	// release returns the request that deletes value on a node; on the
 	// herald (herald true) it also hands the lock to the oldest waiter.
 	release(value string, herald bool) request
-	// inspect returns the request that reads the lock's state (inspect.go).
-	inspect() request
+	// withdraw returns the request that cleans up after a lost round:
+	// release's, and for the mutex also the mark that a writer waits
+	// behind shared holders (docs/design.md, shared locks).
+	withdraw(value string, herald bool) request
 }
 
 // mutex is the plain lock: one key, set to the holder's value with SET NX
@@ -100,7 +103,11 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 
 func (m *mutex) stored() string { return m.rkey }
 func (m *mutex) queue() string  { return m.qkey }
-func (m *mutex) fence() string  { return m.fenceKey }
+func (m *mutex) fenced() bool   { return m.fenceKey != "" }
+
+func (m *mutex) raise(token string) request {
+	return newRequest(driver.ScriptRaiseFence, m.names[3:4], token)
+}
 
 func (m *mutex) grant(value string) (plain, guarded request) {
 	guarded = newRequest(driver.ScriptAcquireGuarded, m.names[4:7], value, m.ttl, m.guardMillis)
@@ -126,7 +133,19 @@ func (m *mutex) release(value string, herald bool) request {
 	return newRequest(driver.ScriptRelease, m.names[:2], value, driver.ReleaseChannel(m.rkey))
 }
 
-func (m *mutex) inspect() request { return newRequest(driver.ScriptInspect, m.names[:1]) }
+// withdraw is the release of a lost round, which also marks that a writer
+// waits when shared holders hold the key. A key whose mark cannot share
+// its slot (no shared lock can hold it either) gets the plain release.
+func (m *mutex) withdraw(value string, herald bool) request {
+	mark, ok := driver.WriterKey(m.rkey)
+	if !ok {
+		return m.release(value, herald)
+	}
+	if !herald || m.qkey == "" {
+		return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark}, value, m.ttl)
+	}
+	return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark, m.qkey}, value, m.ttl, driver.ReleaseChannel(m.rkey))
+}
 
 // send makes request r to node i and returns the reply: SET NX PX's as 1
 // (set) or nil.
@@ -146,7 +165,7 @@ func (l *Locker) send(ctx context.Context, i int, r *request) (any, error) {
 // to the returned slice; a young node's refusal is a restartGuardError.
 func (l *Locker) grantCall(k lockKind, value string) (nodeCall, []atomic.Int64) {
 	var counters []atomic.Int64 // atomic: a suspect call may write after the round
-	if k.fence() != "" {
+	if k.fenced() {
 		counters = make([]atomic.Int64, len(l.nodes))
 	}
 	st := new(struct{ plain, guarded request }) // one allocation
@@ -524,23 +543,25 @@ func detached(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// releaseAll asks every node to release value's hold of k, but for the
-// nodes in skipped, never sent it. With notify, the herald also hands the
-// lock to the oldest waiter in its queue, and handed reports that it did.
-// Nodes that answered prev, an earlier release of the same value, are not
-// asked again. A release to a suspect node runs in the background if no
-// call runs there, and is owed to it otherwise, or if not answered: sent
-// after the node's next answer (health.rejoin).
-func (l *Locker) releaseAll(ctx context.Context, k lockKind, value string, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
+// releaseAll asks every node to release value's hold of k (after a lost
+// round, withdraw it), but for the nodes in skipped, never sent it. With
+// notify, the herald also hands the lock to the oldest waiter in its
+// queue, and handed reports that it did. Nodes that answered prev, an
+// earlier release of the same value, are not asked again. A release to a
+// suspect node runs in the background if no call runs there, and is owed
+// to it otherwise, or if not answered: sent after the node's next answer
+// (health.rejoin).
+func (l *Locker) releaseAll(ctx context.Context, k lockKind, value string, lost, notify bool, prev []NodeResult, skipped uint64) (results []NodeResult, handed bool) {
 	st := &struct { // one allocation
 		plain, herald request
 		answer        atomic.Int64
 		o             owing
-	}{plain: k.release(value, false), o: owing{rel: owedRelease{kind: k, value: value}, skipped: skipped, prev: prev}}
+	}{o: owing{rel: owedRelease{kind: k, value: value}, skipped: skipped, prev: prev}}
+	st.plain = releaseRequest(k, value, lost, false)
 	herald := -1
 	if notify {
 		herald = l.heraldNow()
-		st.herald = k.release(value, true)
+		st.herald = releaseRequest(k, value, lost, true)
 	}
 	results = l.askNodesOwing(ctx, releaseStrategy, func(ctx context.Context, i int) (bool, error) {
 		if i != herald {
@@ -551,6 +572,15 @@ func (l *Locker) releaseAll(ctx context.Context, k lockKind, value string, notif
 		return a > 0, err
 	}, nil, &st.o)
 	return results, st.answer.Load() == 2
+}
+
+// releaseRequest is k's release of value, or after a lost round its
+// withdrawal.
+func releaseRequest(k lockKind, value string, lost, herald bool) request {
+	if lost {
+		return k.withdraw(value, herald)
+	}
+	return k.release(value, herald)
 }
 
 // skippedNodes returns the bits of the nodes a round never sent its call:
@@ -634,7 +664,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken 
 	var token int64
 	var fenceErr *QuorumError
 	if counters != nil && ok >= l.o.quorum {
-		token, fenceErr = l.raiseFence(ctx, key, k.fence(), results, counters)
+		token, fenceErr = l.raiseFence(ctx, key, k, results, counters)
 	}
 	validity := ttl - l.o.clock.Now().Sub(start) - l.o.drift()
 	if ok >= l.o.quorum && validity > 0 && fenceErr == nil {
@@ -647,7 +677,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken 
 
 	// Redlock rule 5: release every node, even after ctx ended. Only a round
 	// no notice started announces this release (docs/design.md, a round).
-	_, handed := l.releaseAll(detached(ctx), k, value, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
+	_, handed := l.releaseAll(detached(ctx), k, value, true, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed

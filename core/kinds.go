@@ -1,0 +1,215 @@
+package core
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+)
+
+// This file is the lock kinds beyond the mutex (protocol.go): a set of
+// keys held all or none (keySet), and a shared (read) lock (shared). Why
+// each is safe over a quorum: docs/safety.md; their keys: docs/design.md,
+// shared and multi-key locks.
+
+// target is what an acquisition takes: a key (a mutex, or with shared a
+// read lock), or with set a set of keys, in canonical order.
+type target struct {
+	key    string   // the key, or the set's keys joined by commas
+	set    []string // a multi-key lock's keys, sorted; nil otherwise
+	shared bool     // a read lock
+}
+
+// newKind returns the lock kind of t, or refuses keys the protocol cannot
+// use.
+func (l *Locker) newKind(t target) (lockKind, error) {
+	switch {
+	case t.set != nil:
+		return l.newKeySet(t.set)
+	case t.shared:
+		return l.newShared(t.key)
+	}
+	return l.newMutex(t.key)
+}
+
+// setTarget returns the target of a multi-key lock on keys, sorted, or
+// refuses an empty set, an empty key or a key given twice.
+func setTarget(keys []string) (target, error) {
+	if len(keys) == 0 {
+		return target{}, invalid("no keys")
+	}
+	set := slices.Clone(keys)
+	slices.Sort(set)
+	for i, k := range set {
+		switch {
+		case k == "":
+			return target{}, invalid("key is empty")
+		case i > 0 && set[i-1] == k:
+			return target{}, invalid("key %q is given twice", k)
+		}
+	}
+	return target{key: strings.Join(set, ","), set: set}, nil
+}
+
+// keySet is a multi-key lock: every key of the set, granted all or none on
+// each node (ScriptAcquireAll) and held by one value. Each key holds the
+// value as a mutex's key does, so a mutex, a read lock or another set on
+// any of its keys conflicts with it.
+type keySet struct {
+	keys   []string // the keys as given, in canonical order
+	rkeys  []string // the keys as stored, in the same order
+	fences []string // their fencing counters; nil without fencing
+	qkey   string   // the first key's wait queue, "" if it has none
+	n      string   // len(rkeys), for the scripts
+	ttl    string
+	guard  string
+	grants []string // rkeys, then fences: the grant's keys
+	guards []string // grants, then the birth key: the guarded grant's keys
+	herald []string // rkeys, then qkey: the herald's release keys
+}
+
+// newKeySet returns the multi-key lock on keys (sorted, distinct), or
+// refuses keys the protocol cannot use, and on Redis Cluster nodes keys
+// in different slots.
+func (l *Locker) newKeySet(keys []string) (*keySet, error) {
+	s := &keySet{keys: keys, n: strconv.Itoa(len(keys)), ttl: l.ttlMillis, guard: l.guardMillis}
+	for _, key := range keys {
+		rkey, fence, err := l.storedKeys(key)
+		if err != nil {
+			return nil, err
+		}
+		s.rkeys = append(s.rkeys, rkey)
+		if fence != "" {
+			s.fences = append(s.fences, fence)
+		}
+	}
+	if err := l.oneSlot(s.rkeys); err != nil {
+		return nil, err
+	}
+	s.grants = append(slices.Clip(s.rkeys), s.fences...)
+	s.guards = append(slices.Clip(s.grants), driver.BirthKey)
+	if q, ok := driver.QueueKey(s.rkeys[0]); ok {
+		s.qkey = q
+		s.herald = append(slices.Clip(s.rkeys), q)
+	}
+	return s, nil
+}
+
+// oneSlot refuses keys in different cluster slots when a node is a Redis
+// Cluster: one script cannot touch them all there.
+func (l *Locker) oneSlot(rkeys []string) error {
+	sharded := false
+	for i := range l.nodes {
+		sharded = sharded || l.sharded(i)
+	}
+	if !sharded {
+		return nil
+	}
+	for _, k := range rkeys[1:] {
+		if driver.HashSlot(k) != driver.HashSlot(rkeys[0]) {
+			return invalid("keys %q and %q are in different Redis Cluster slots, so no script can take both; put the keys in one hash tag, such as {orders}:1 and {orders}:2", rkeys[0], k)
+		}
+	}
+	return nil
+}
+
+func (s *keySet) stored() string { return s.rkeys[0] }
+func (s *keySet) queue() string  { return s.qkey }
+func (s *keySet) fenced() bool   { return s.fences != nil }
+
+func (s *keySet) raise(token string) request {
+	return newRequest(driver.ScriptRaiseFence, s.fences, token)
+}
+
+func (s *keySet) grant(value string) (plain, guarded request) {
+	fenced := "0"
+	if s.fences != nil {
+		fenced = "1"
+	}
+	plain = newRequest(driver.ScriptAcquireAll, s.grants, value, s.ttl, s.n, fenced, "")
+	guarded = newRequest(driver.ScriptAcquireAll, s.guards, value, s.ttl, s.n, fenced, s.guard)
+	return plain, guarded
+}
+
+func (s *keySet) extend(value string) request {
+	return newRequest(driver.ScriptExtendAll, s.rkeys, value, s.ttl)
+}
+
+func (s *keySet) release(value string, herald bool) request {
+	if !herald || s.qkey == "" {
+		return newRequest(driver.ScriptReleaseAll, s.rkeys, value, s.n)
+	}
+	return newRequest(driver.ScriptReleaseAll, s.herald, value, s.n, driver.ReleaseChannel(s.rkeys[0]))
+}
+
+func (s *keySet) withdraw(value string, herald bool) request { return s.release(value, herald) }
+
+// shared is a read lock: many readers at once, each in the key's readers
+// set with its own expiry, while the key holds driver.SharedValue; a
+// writer is a mutex on the same key, which SET NX keeps out while readers
+// hold it. Once a writer's round loses to readers, its clean-up marks
+// that a writer waits (mutex.withdraw), and no new reader is granted.
+type shared struct {
+	rkey, qkey string
+	ttl, guard string
+	isFenced   bool
+	// names backs the requests' keys: the key, its readers set, its
+	// writer mark, then its fencing counter (when fenced), then the birth key.
+	names []string
+}
+
+// newShared returns the read lock on key, or refuses a key the protocol
+// cannot use or whose readers set cannot share its cluster slot.
+func (l *Locker) newShared(key string) (*shared, error) {
+	rkey, fence, err := l.storedKeys(key)
+	if err != nil {
+		return nil, err
+	}
+	readers, ok := driver.ReadersKey(rkey)
+	mark, ok2 := driver.WriterKey(rkey)
+	if !ok || !ok2 {
+		return nil, invalid("key %q has no hash tag and contains \"}\", so its readers cannot share its cluster slot; put the key in a hash tag, such as {%s}", key, key)
+	}
+	s := &shared{rkey: rkey, ttl: l.ttlMillis, guard: l.guardMillis, isFenced: fence != ""}
+	if q, ok := driver.QueueKey(rkey); ok {
+		s.qkey = q
+	}
+	s.names = []string{rkey, readers, mark}
+	if fence != "" {
+		s.names = append(s.names, fence)
+	}
+	s.names = append(s.names, driver.BirthKey)
+	return s, nil
+}
+
+func (s *shared) stored() string { return s.rkey }
+func (s *shared) queue() string  { return s.qkey }
+func (s *shared) fenced() bool   { return s.isFenced }
+
+func (s *shared) raise(token string) request {
+	return newRequest(driver.ScriptRaiseFence, s.names[3:4], token)
+}
+
+func (s *shared) grant(value string) (plain, guarded request) {
+	fenced, keys := "0", s.names[:len(s.names)-1]
+	if s.isFenced {
+		fenced = "1"
+	}
+	plain = newRequest(driver.ScriptAcquireShared, keys, value, s.ttl, fenced, "")
+	guarded = newRequest(driver.ScriptAcquireShared, s.names, value, s.ttl, fenced, s.guard)
+	return plain, guarded
+}
+
+func (s *shared) extend(value string) request {
+	return newRequest(driver.ScriptExtendShared, s.names[:2], value, s.ttl)
+}
+
+func (s *shared) release(value string, herald bool) request {
+	if !herald || s.qkey == "" {
+		return newRequest(driver.ScriptReleaseShared, s.names[:2], value)
+	}
+	return newRequest(driver.ScriptReleaseShared, []string{s.rkey, s.names[1], s.qkey}, value, driver.ReleaseChannel(s.rkey))
+}
+
+func (s *shared) withdraw(value string, herald bool) request { return s.release(value, herald) }

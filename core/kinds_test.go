@@ -1,0 +1,194 @@
+package core_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/quorumlock/quorumlock/backends/memory"
+	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
+)
+
+// liveKeys returns the keys node n holds that are lock keys (not the
+// identity or birth keys the protocol keeps beside them).
+func liveKeys(n *memory.Node) []string {
+	var out []string
+	for _, k := range n.Keys() {
+		if k != driver.IdentityKey && k != driver.BirthKey {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func TestMultiKeyLocks(t *testing.T) {
+	t.Run("overlapping sets never both hold, and a refused set writes nothing", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		ab, err := l.AcquireAll(t.Context(), "b", "a")
+		require.NoError(t, err)
+		assert.Equal(t, "a,b", ab.Key())
+		assert.Equal(t, []string{"a", "b"}, ab.Keys())
+		_, err = l.TryAcquireAll(t.Context(), "c", "b")
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		for _, n := range nodes {
+			assert.NotContains(t, liveKeys(n), "c", "a refused set left a partial grant on %s", n)
+		}
+		_, err = l.TryAcquire(t.Context(), "a")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a mutex on a key of a held set")
+		require.NoError(t, ab.Release(t.Context()))
+		for _, n := range nodes {
+			assert.Empty(t, liveKeys(n), "the release left keys on %s", n)
+		}
+		bc, err := l.TryAcquireAll(t.Context(), "c", "b")
+		require.NoError(t, err)
+		require.NoError(t, bc.Release(t.Context()))
+	})
+	t.Run("a set waits for a mutex on one of its keys", func(t *testing.T) {
+		l, nodes := newLocker(t, 3)
+		b, err := l.Acquire(t.Context(), "b")
+		require.NoError(t, err)
+		_, err = l.TryAcquireAll(t.Context(), "a", "b")
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		for _, n := range nodes {
+			assert.Equal(t, []string{"b"}, liveKeys(n))
+		}
+		require.NoError(t, b.Release(t.Context()))
+	})
+	t.Run("bad sets are refused", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		for _, keys := range [][]string{nil, {"a", ""}, {"a", "b", "a"}} {
+			_, err := l.AcquireAll(t.Context(), keys...)
+			require.ErrorIs(t, err, core.ErrInvalidArgument, "%q", keys)
+		}
+	})
+	t.Run("kept alive, fenced and released with every strategy", func(t *testing.T) {
+		for _, s := range allStrategies() {
+			synctest.Test(t, func(t *testing.T) {
+				l, _ := newLocker(t, 3, core.WithStrategy(s), core.WithFencing(true), core.WithTTL(time.Second))
+				one, err := l.Acquire(t.Context(), "{o}:1")
+				require.NoError(t, err)
+				require.NoError(t, one.Release(t.Context()))
+				set, err := l.AcquireAll(t.Context(), "{o}:1", "{o}:2")
+				require.NoError(t, err, "%s", s)
+				assert.Greater(t, set.Token(), one.Token(), "a set's token exceeds every earlier token of its keys")
+				require.NoError(t, set.KeepAlive())
+				time.Sleep(3 * time.Second)
+				require.NoError(t, set.Err(), "kept alive past its TTL")
+				two, err := l.TryAcquire(t.Context(), "{o}:2")
+				require.ErrorIs(t, err, core.ErrNotAcquired, "%v", two)
+				require.NoError(t, set.Release(t.Context()))
+			})
+		}
+	})
+}
+
+func TestSharedLocks(t *testing.T) {
+	t.Run("readers share, a writer excludes them", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		r1, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		r2, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		assert.True(t, r1.Shared())
+		_, err = l.TryAcquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a writer while readers hold")
+		require.NoError(t, r1.Release(t.Context()))
+		_, err = l.TryAcquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a writer while one reader holds")
+		require.NoError(t, r2.Release(t.Context()))
+		w, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err, "a writer once the readers left")
+		_, err = l.TryAcquireShared(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a reader while a writer holds")
+		require.NoError(t, w.Release(t.Context()))
+	})
+	t.Run("a waiting writer keeps new readers out", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		r, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		_, err = l.TryAcquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		_, err = l.TryAcquireShared(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a new reader behind a waiting writer")
+		require.NoError(t, r.Extend(t.Context()), "a reader already in stays")
+		require.NoError(t, r.Release(t.Context()))
+	})
+	t.Run("the last reader's release hands the key to a waiting writer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			r, err := l.AcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock)
+			go func() {
+				w, err := l.Acquire(context.Background(), "k")
+				assert.NoError(t, err)
+				got <- w
+			}()
+			synctest.Wait()
+			start := time.Now()
+			require.NoError(t, r.Release(t.Context()))
+			w := <-got
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "handed over, not polled")
+			require.NoError(t, w.Release(t.Context()))
+		})
+	})
+	t.Run("fencing: a writer's token exceeds every reader's", func(t *testing.T) {
+		l, _ := newLocker(t, 3, core.WithFencing(true))
+		r1, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		r2, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Greater(t, r2.Token(), r1.Token())
+		require.NoError(t, r1.Release(t.Context()))
+		require.NoError(t, r2.Release(t.Context()))
+		w, err := l.TryAcquire(t.Context(), "k")
+		require.NoError(t, err)
+		assert.Greater(t, w.Token(), r2.Token())
+		require.NoError(t, w.Release(t.Context()))
+	})
+	t.Run("readers are kept alive in the keeper's batches and lost when gone", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, nodes := newLocker(t, 3, core.WithTTL(time.Second))
+			r, err := l.AcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			m, err := l.Acquire(t.Context(), "m")
+			require.NoError(t, err)
+			require.NoError(t, r.KeepAlive())
+			require.NoError(t, m.KeepAlive())
+			time.Sleep(3 * time.Second)
+			require.NoError(t, r.Err())
+			st := l.Stats()
+			assert.Equal(t, 2*st.RenewalTicks, st.Renewals, "a reader and a mutex renewed in the same batches")
+			for _, n := range nodes[:2] {
+				readers, _ := driver.ReadersKey("k")
+				n.Del(readers)
+			}
+			<-r.Done()
+			require.ErrorIs(t, r.Err(), core.ErrLockLost)
+			require.NoError(t, m.Release(t.Context()))
+		})
+	})
+	t.Run("Inspect lists the readers", func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		r1, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		r2, err := l.TryAcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		st, err := l.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		for _, n := range st.Nodes {
+			assert.Equal(t, driver.SharedValue, n.Value)
+			got := slices.Sorted(maps.Keys(n.Readers))
+			assert.Equal(t, slices.Sorted(slices.Values([]string{r1.Value(), r2.Value()})), got)
+		}
+		require.NoError(t, r1.Release(t.Context()))
+		require.NoError(t, r2.Release(t.Context()))
+	})
+}
