@@ -73,88 +73,129 @@ func main() {
 
 // run is the whole demonstration. With no addrs it starts three embedded
 // servers; otherwise it uses the Redis masters at addrs.
-func run(ctx context.Context, out io.Writer, addrs []string) (err error) {
+func run(ctx context.Context, out io.Writer, addrs []string) error {
 	servers, err := demo.Start(addrs, 3)
 	if err != nil {
 		return err
 	}
 	defer servers.Close() // runs last: after the drivers are closed
-	addrs = servers.Addrs()
 
-	// One Locker per driver, all over the same servers. Each is closed
-	// (which releases what it still holds) before its clients.
-	var drivers []*driver
-	defer func() {
-		for _, d := range drivers {
-			d.close()
-		}
-	}()
-	for _, build := range []func([]string) (*driver, error){newGoRedis, newRedigo, newRueidis, newValkey} {
-		d, err := build(addrs)
-		if err != nil {
-			return err
-		}
-		drivers = append(drivers, d)
+	// One Locker per driver, all over the same servers.
+	drivers, err := newDrivers(servers.Addrs())
+	if err != nil {
+		return err
 	}
+	defer closeDrivers(drivers)
 
 	fmt.Fprintf(out, "quorumlock drivers: %s, one Locker per driver, key %q\n", servers.Where(), key)
 
 	// 1. Each driver on its own: acquire, then release.
 	fmt.Fprintln(out, "\neach driver takes the lock and releases it:")
 	for _, d := range drivers {
-		lock, err := d.locker.Acquire(ctx, key)
-		if err != nil {
-			return fmt.Errorf("%s: acquire: %w", d.name, err)
+		if err := acquireAndRelease(ctx, out, d); err != nil {
+			return err
 		}
-		validity := lock.Validity().Round(time.Millisecond)
-		if err := lock.Release(ctx); err != nil {
-			return fmt.Errorf("%s: release: %w", d.name, err)
-		}
-		fmt.Fprintf(out, "  %-8s %-42s acquired (validity %v), released\n", d.name, d.client, validity)
 	}
 
 	// 2. Held through one driver, refused through the others; released,
 	// taken at once through the next.
 	fmt.Fprintln(out, "\nheld through one driver, tried once (TryAcquire) through the others:")
 	for i, holder := range drivers {
-		lock, err := holder.locker.Acquire(ctx, key)
-		if err != nil {
-			return fmt.Errorf("%s: acquire: %w", holder.name, err)
-		}
-		var refused []string
-		for _, other := range drivers {
-			if other == holder {
-				continue
-			}
-			stolen, err := other.locker.TryAcquire(ctx, key)
-			if err == nil {
-				_ = stolen.Release(ctx)
-				_ = lock.Release(ctx)
-				return fmt.Errorf("%s acquired %q while %s held it", other.name, key, holder.name)
-			}
-			if !errors.Is(err, core.ErrNotAcquired) {
-				_ = lock.Release(ctx)
-				return fmt.Errorf("%s: want core.ErrNotAcquired while %s holds the lock, got %w", other.name, holder.name, err)
-			}
-			refused = append(refused, other.name)
-		}
-		if err := lock.Release(ctx); err != nil {
-			return fmt.Errorf("%s: release: %w", holder.name, err)
-		}
 		next := drivers[(i+1)%len(drivers)]
-		taken, err := next.locker.TryAcquire(ctx, key)
-		if err != nil {
-			return fmt.Errorf("%s: the lock released by %s should be free: %w", next.name, holder.name, err)
+		if err := holdThenHandOver(ctx, out, drivers, holder, next); err != nil {
+			return err
 		}
-		if err := taken.Release(ctx); err != nil {
-			return fmt.Errorf("%s: release: %w", next.name, err)
-		}
-		fmt.Fprintf(out, "  held through %-8s %s refused (ErrNotAcquired); released, then taken through %s\n",
-			holder.name, strings.Join(refused[:len(refused)-1], ", ")+" and "+refused[len(refused)-1], next.name)
 	}
 
 	fmt.Fprintln(out, "\ndrivers: all checks passed")
 	return nil
+}
+
+// newDrivers builds one driver per client library, each over the servers
+// at addrs. On an error it closes the drivers it built.
+func newDrivers(addrs []string) ([]*driver, error) {
+	var drivers []*driver
+	for _, build := range []func([]string) (*driver, error){newGoRedis, newRedigo, newRueidis, newValkey} {
+		d, err := build(addrs)
+		if err != nil {
+			closeDrivers(drivers)
+			return nil, err
+		}
+		drivers = append(drivers, d)
+	}
+	return drivers, nil
+}
+
+// closeDrivers closes each driver: its Locker (which releases what it
+// still holds), then its clients.
+func closeDrivers(drivers []*driver) {
+	for _, d := range drivers {
+		d.close()
+	}
+}
+
+// acquireAndRelease takes the lock through d alone, then releases it.
+func acquireAndRelease(ctx context.Context, out io.Writer, d *driver) error {
+	lock, err := d.locker.Acquire(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%s: acquire: %w", d.name, err)
+	}
+	validity := lock.Validity().Round(time.Millisecond)
+	if err := lock.Release(ctx); err != nil {
+		return fmt.Errorf("%s: release: %w", d.name, err)
+	}
+	fmt.Fprintf(out, "  %-8s %-42s acquired (validity %v), released\n", d.name, d.client, validity)
+	return nil
+}
+
+// holdThenHandOver takes the lock through holder, checks that every other
+// driver is refused it, releases it, and checks that next takes it at
+// once.
+func holdThenHandOver(ctx context.Context, out io.Writer, drivers []*driver, holder, next *driver) error {
+	lock, err := holder.locker.Acquire(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%s: acquire: %w", holder.name, err)
+	}
+	refused, err := othersRefused(ctx, drivers, holder)
+	if err != nil {
+		_ = lock.Release(ctx)
+		return err
+	}
+	if err := lock.Release(ctx); err != nil {
+		return fmt.Errorf("%s: release: %w", holder.name, err)
+	}
+	taken, err := next.locker.TryAcquire(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%s: the lock released by %s should be free: %w", next.name, holder.name, err)
+	}
+	if err := taken.Release(ctx); err != nil {
+		return fmt.Errorf("%s: release: %w", next.name, err)
+	}
+	fmt.Fprintf(out, "  held through %-8s %s refused (ErrNotAcquired); released, then taken through %s\n",
+		holder.name, strings.Join(refused[:len(refused)-1], ", ")+" and "+refused[len(refused)-1], next.name)
+	return nil
+}
+
+// othersRefused tries the lock once through each driver but holder, which
+// holds it, and returns their names: each must be refused with
+// core.ErrNotAcquired.
+func othersRefused(ctx context.Context, drivers []*driver, holder *driver) ([]string, error) {
+	var refused []string
+	for _, other := range drivers {
+		if other == holder {
+			continue
+		}
+		stolen, err := other.locker.TryAcquire(ctx, key)
+		if err == nil {
+			_ = stolen.Release(ctx)
+			return nil, fmt.Errorf("%s acquired %q while %s held it", other.name, key, holder.name)
+		}
+		if !errors.Is(err, core.ErrNotAcquired) {
+			return nil, fmt.Errorf("%s: want core.ErrNotAcquired while %s holds the lock, got %w", other.name, holder.name, err)
+		}
+		refused = append(refused, other.name)
+	}
+	return refused, nil
 }
 
 // driver is one Locker over the servers through one Redis client library.

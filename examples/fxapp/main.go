@@ -95,12 +95,31 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	fmt.Fprintf(out, "quorumlock fxapp: Config from QUORUMLOCK_* variables; servers from %s\n", where)
 	fmt.Fprintf(out, "  driver %s, %d nodes: %s\n", driver, len(cfg.Addrs), strings.Join(cfg.Addrs, ", "))
 
-	// The log records of the logging observer go to out, and to logs for
-	// the check at the end. It logs successes and contention at Debug, so
-	// the handler shows Debug. To keep lines short: no time, and not the
-	// per-node results that failed operations carry (group "nodes").
+	// The log records go to out, and to logs for the check at the end.
 	var logs syncBuffer
-	logger := slog.New(slog.NewTextHandler(io.MultiWriter(out, &logs), &slog.HandlerOptions{
+	app, locker := newApp(out, cfg, newLogger(io.MultiWriter(out, &logs)))
+	if err := app.Err(); err != nil {
+		return fmt.Errorf("building the app: %w", err)
+	}
+	if err := startAndStop(ctx, out, app); err != nil {
+		return err
+	}
+	if err := checkClosed(ctx, out, locker); err != nil {
+		return err
+	}
+	if err := checkLogged(logs.String()); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nfxapp: all checks passed")
+	return nil
+}
+
+// newLogger returns the logger of the logging observer, writing to w. The
+// observer logs successes and contention at Debug, so the handler shows
+// Debug. To keep lines short: no time, and not the per-node results that
+// failed operations carry (group "nodes").
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
 		Level: slog.LevelDebug,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey || len(groups) > 0 && groups[0] == "nodes" {
@@ -109,7 +128,13 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 			return a
 		},
 	}))
+}
 
+// newApp builds the app: fxmodule.Module with cfg, the logging observer
+// through the module's options value group, and an OnStart hook that runs
+// job. It returns the app, and its Locker (nil when building failed:
+// app.Err says why).
+func newApp(out io.Writer, cfg fxmodule.Config, logger *slog.Logger) (*fx.App, *core.Locker) {
 	var locker *core.Locker
 	app := fx.New(
 		fx.NopLogger, // fx's own event log would drown the narration
@@ -124,12 +149,14 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 			// appended when the Locker was built, so it runs before this one.
 			lc.Append(fx.StartHook(func(ctx context.Context) error { return job(ctx, out, l) }))
 		}),
-		fx.Populate(&locker),
+		fx.Populate(&locker), // during fx.New, as every fx.Invoke
 	)
-	if err := app.Err(); err != nil {
-		return fmt.Errorf("building the app: %w", err)
-	}
+	return app, locker
+}
 
+// startAndStop starts the app, which runs its OnStart hooks, then stops
+// it, each bounded by a timeout.
+func startAndStop(ctx context.Context, out io.Writer, app *fx.App) error {
 	fmt.Fprintln(out, "\napp.Start: the module checks every node, then the app's OnStart hook runs a job under a lock:")
 	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -144,19 +171,29 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 		return fmt.Errorf("stopping the app: %w", err)
 	}
 	fmt.Fprintln(out, "  the module's OnStop hook closed the Locker (releasing any lock still held) and its clients")
+	return nil
+}
+
+// checkClosed checks that the app's stop closed its Locker: TryAcquire
+// answers core.ErrClosed.
+func checkClosed(ctx context.Context, out io.Writer, locker *core.Locker) error {
 	fmt.Fprintln(out, "\nTryAcquire after app.Stop:")
-	_, err = locker.TryAcquire(ctx, key)
+	_, err := locker.TryAcquire(ctx, key)
 	if !errors.Is(err, core.ErrClosed) {
 		return fmt.Errorf("after app.Stop, the Locker should be closed; TryAcquire gave %v", err)
 	}
 	fmt.Fprintln(out, "  refused: errors.Is(err, core.ErrClosed) == true")
+	return nil
+}
 
+// checkLogged checks that the logging observer logged, in logs, the job's
+// acquisition and release.
+func checkLogged(logs string) error {
 	for _, want := range []string{`msg="quorumlock acquire" key=` + key + " outcome=ok", `msg="quorumlock release" key=` + key + " outcome=ok"} {
-		if !strings.Contains(logs.String(), want) {
-			return fmt.Errorf("the logging observer should have logged %s; it logged:\n%s", want, logs.String())
+		if !strings.Contains(logs, want) {
+			return fmt.Errorf("the logging observer should have logged %s; it logged:\n%s", want, logs)
 		}
 	}
-	fmt.Fprintln(out, "\nfxapp: all checks passed")
 	return nil
 }
 

@@ -104,24 +104,10 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 
 	// Each route run gets its own account, so the three runs do not mix.
 	b := newBank()
-	// The runs' accounts are fresh, but a lock on your servers may not be:
-	// a unique prefix keeps this run's keys its own.
-	prefix := fmt.Sprintf("httpservice:%d:accounts:", time.Now().UnixNano())
-	wait, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix(prefix),
-		httplock.WithWait(5*time.Second))
+	mux, err := routes(locker, b)
 	if err != nil {
 		return err
 	}
-	noWait, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix(prefix),
-		httplock.WithWait(0), httplock.WithRetryAfter(retryAfter))
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("POST /accounts/{id}/withdraw", wait(b.withdraw(pause)))
-	mux.Handle("POST /accounts/{id}/withdraw-now", noWait(b.withdraw(slowPause)))
-	mux.Handle("POST /unlocked/accounts/{id}/withdraw", b.withdraw(pause))
-
 	srv, err := serve(mux)
 	if err != nil {
 		return err
@@ -134,17 +120,65 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 		requests, amount, startBalance)
 
 	// 1. No lock: handlers overlap and overwrite each other's writes.
+	withdrawUnlocked(ctx, out, srv, b)
+
+	// 2. httplock.WithWait: one at a time, nothing lost.
+	if err := withdrawWaiting(ctx, out, srv, b); err != nil {
+		return err
+	}
+
+	// 3. httplock.WithWait(0): the busy ones are refused at once.
+	if err := withdrawNow(ctx, out, srv, b); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "\nhttpservice: all checks passed")
+	return nil
+}
+
+// routes returns the handler of the three withdrawal routes of bank b: one
+// behind httplock with WithWait(5s), one behind httplock with WithWait(0),
+// and one with no lock at all.
+func routes(locker *core.Locker, b *bank) (http.Handler, error) {
+	// The runs' accounts are fresh, but a lock on your servers may not be:
+	// a unique prefix keeps this run's keys its own.
+	prefix := fmt.Sprintf("httpservice:%d:accounts:", time.Now().UnixNano())
+	wait, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix(prefix),
+		httplock.WithWait(5*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	noWait, err := httplock.New(locker, httplock.PathValue("id"), httplock.WithKeyPrefix(prefix),
+		httplock.WithWait(0), httplock.WithRetryAfter(retryAfter))
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /accounts/{id}/withdraw", wait(b.withdraw(pause)))
+	mux.Handle("POST /accounts/{id}/withdraw-now", noWait(b.withdraw(slowPause)))
+	mux.Handle("POST /unlocked/accounts/{id}/withdraw", b.withdraw(pause))
+	return mux, nil
+}
+
+// withdrawUnlocked sends the withdrawals for carol to the route without a
+// lock, and reports the withdrawals lost. It checks nothing: a race may,
+// rarely, lose none.
+func withdrawUnlocked(ctx context.Context, out io.Writer, srv *server, b *bank) {
 	fmt.Fprintln(out, "\nPOST /unlocked/accounts/carol/withdraw (no lock):")
 	codes, elapsed := srv.burst(ctx, "/unlocked/accounts/carol/withdraw", requests)
 	st := b.stats("carol")
 	applied := (startBalance - st.balance) / amount
 	fmt.Fprintf(out, "  %s in %v; up to %d handlers at once; final balance %d: %d of %d withdrawals lost\n",
 		codes, elapsed, st.maxInside, st.balance, requests-applied, requests)
+}
 
-	// 2. httplock.WithWait: one at a time, nothing lost.
+// withdrawWaiting sends the withdrawals for alice to the route behind
+// httplock.WithWait(5s), and checks that every one was served, one at a
+// time, and the balance is exact.
+func withdrawWaiting(ctx context.Context, out io.Writer, srv *server, b *bank) error {
 	fmt.Fprintln(out, "\nPOST /accounts/alice/withdraw (httplock.WithWait(5s): a request waits for the account's lock):")
-	codes, elapsed = srv.burst(ctx, "/accounts/alice/withdraw", requests)
-	st = b.stats("alice")
+	codes, elapsed := srv.burst(ctx, "/accounts/alice/withdraw", requests)
+	st := b.stats("alice")
 	fmt.Fprintf(out, "  %s in %v; at most %d handler at once; final balance %d\n", codes, elapsed, st.maxInside, st.balance)
 	if codes.n[http.StatusOK] != requests {
 		return fmt.Errorf("with httplock.WithWait, every request should be served (200 OK), got %s", codes)
@@ -156,18 +190,23 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 		return fmt.Errorf("with httplock.WithWait, the final balance is %d, want %d", st.balance, want)
 	}
 	fmt.Fprintf(out, "  exact: %d - %d x %d, served one at a time\n", startBalance, requests, amount)
+	return nil
+}
 
-	// 3. httplock.WithWait(0): the busy ones are refused at once. One request
-	// goes first and, while its slow withdrawal holds the lock, the others
-	// arrive together. (Sent all at once, they could also split the votes:
-	// 20 one-shot rounds over 3 nodes, each node granting whichever came
-	// first, may leave no one with a quorum, and all 20 are refused.)
+// withdrawNow sends the withdrawals for bob to the route behind
+// httplock.WithWait(0), and checks that the busy ones were refused at
+// once, with Retry-After, and the balance is exact for those served. One
+// request goes first and, while its slow withdrawal holds the lock, the
+// others arrive together. (Sent all at once, they could also split the
+// votes: 20 one-shot rounds over 3 nodes, each node granting whichever came
+// first, may leave no one with a quorum, and all 20 are refused.)
+func withdrawNow(ctx context.Context, out io.Writer, srv *server, b *bank) error {
 	fmt.Fprintf(out, "\nPOST /accounts/bob/withdraw-now (httplock.WithWait(0): a locked account is refused at once):\n")
-	codes, elapsed, err = srv.firstThenBurst(ctx, "/accounts/bob/withdraw-now", b.entered("bob"))
+	codes, elapsed, err := srv.firstThenBurst(ctx, "/accounts/bob/withdraw-now", b.entered("bob"))
 	if err != nil {
 		return err
 	}
-	st = b.stats("bob")
+	st := b.stats("bob")
 	served, busy := codes.n[http.StatusOK], codes.n[http.StatusLocked]
 	fmt.Fprintf(out, "  1 request first, holding the lock %v; %d more at once while it does\n", slowPause, requests-1)
 	fmt.Fprintf(out, "  %s (Retry-After: %s); the %d answered within %v\n",
@@ -188,8 +227,6 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 		return fmt.Errorf("with httplock.WithWait(0), the final balance is %d, want %d", st.balance, startBalance-served*amount)
 	}
 	fmt.Fprintf(out, "  exact: %d - %d served x %d\n", startBalance, served, amount)
-
-	fmt.Fprintln(out, "\nhttpservice: all checks passed")
 	return nil
 }
 

@@ -92,37 +92,13 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 
 	// 2. Take down as many nodes as the quorum can spare: still granted.
 	spare := n - q
-	var downed []string
-	for i := range spare {
-		downed = append(downed, c.down(i))
+	if err := acquireWithSpareDown(ctx, out, c, locker, spare); err != nil {
+		return err
 	}
-	if spare == 0 {
-		fmt.Fprintf(out, "\nquorum %d of %d cannot spare a node, so all stay up:\n", q, n)
-	} else {
-		fmt.Fprintf(out, "\n%d of %d nodes down%s:\n", spare, n, c.how(downed))
-	}
-	lock, err := locker.Acquire(ctx, key)
-	if err != nil {
-		return fmt.Errorf("with %d of %d nodes down the lock should still be granted: %w", spare, n, err)
-	}
-	validity := lock.Validity().Round(time.Millisecond)
-	if err := lock.Release(ctx); err != nil {
-		return fmt.Errorf("release with %d of %d nodes down: %w", spare, n, err)
-	}
-	fmt.Fprintf(out, "  acquired %q on the %s still up (validity %v), then released it\n",
-		key, demo.Plural(n-spare, "node"), validity)
 
 	// 3. One more down and no quorum is possible: an outage, said as such.
-	downed = []string{c.down(spare)}
-	fmt.Fprintf(out, "\n%d of %d nodes down%s:\n", spare+1, n, c.how(downed))
-	_, err = locker.TryAcquire(ctx, key)
-	if !errors.Is(err, core.ErrUnavailable) {
-		return fmt.Errorf("with %d of %d nodes down, want core.ErrUnavailable, got %v", spare+1, n, err)
-	}
-	fmt.Fprintln(out, "  refused, as it must be: errors.Is(err, core.ErrUnavailable) == true; each node:")
-	var qe *core.QuorumError
-	if errors.As(err, &qe) {
-		printNodes(out, qe)
+	if err := refuseBelowQuorum(ctx, out, c, locker, spare); err != nil {
+		return err
 	}
 
 	fmt.Fprintln(out, "\nquickstart: all checks passed")
@@ -174,6 +150,51 @@ func contend(ctx context.Context, out io.Writer, locker *core.Locker) error {
 		return errors.New("two workers held the lock at once")
 	}
 	fmt.Fprintf(out, "  %d acquisitions, never two holders at once\n", workers*rounds)
+	return nil
+}
+
+// acquireWithSpareDown takes down nodes 0 to spare-1, as many as the
+// quorum can spare, and checks that the lock is still granted.
+func acquireWithSpareDown(ctx context.Context, out io.Writer, c *cluster, locker *core.Locker, spare int) error {
+	n, q := len(c.nodes), locker.Quorum()
+	var downed []string
+	for i := range spare {
+		downed = append(downed, c.down(i))
+	}
+	if spare == 0 {
+		fmt.Fprintf(out, "\nquorum %d of %d cannot spare a node, so all stay up:\n", q, n)
+	} else {
+		fmt.Fprintf(out, "\n%d of %d nodes down%s:\n", spare, n, c.how(downed))
+	}
+	lock, err := locker.Acquire(ctx, key)
+	if err != nil {
+		return fmt.Errorf("with %d of %d nodes down the lock should still be granted: %w", spare, n, err)
+	}
+	validity := lock.Validity().Round(time.Millisecond)
+	if err := lock.Release(ctx); err != nil {
+		return fmt.Errorf("release with %d of %d nodes down: %w", spare, n, err)
+	}
+	fmt.Fprintf(out, "  acquired %q on the %s still up (validity %v), then released it\n",
+		key, demo.Plural(n-spare, "node"), validity)
+	return nil
+}
+
+// refuseBelowQuorum takes down node spare, one more than the quorum can
+// spare, and checks that the Locker answers with the outage error; it
+// prints each node's fate.
+func refuseBelowQuorum(ctx context.Context, out io.Writer, c *cluster, locker *core.Locker, spare int) error {
+	n := len(c.nodes)
+	downed := []string{c.down(spare)}
+	fmt.Fprintf(out, "\n%d of %d nodes down%s:\n", spare+1, n, c.how(downed))
+	_, err := locker.TryAcquire(ctx, key)
+	if !errors.Is(err, core.ErrUnavailable) {
+		return fmt.Errorf("with %d of %d nodes down, want core.ErrUnavailable, got %v", spare+1, n, err)
+	}
+	fmt.Fprintln(out, "  refused, as it must be: errors.Is(err, core.ErrUnavailable) == true; each node:")
+	var qe *core.QuorumError
+	if errors.As(err, &qe) {
+		printNodes(out, qe)
+	}
 	return nil
 }
 

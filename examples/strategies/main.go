@@ -90,55 +90,77 @@ func run(ctx context.Context, out io.Writer, addrs []string) error {
 	fmt.Fprintf(out, "quorumlock strategies: %s\n", c.where())
 	fmt.Fprintf(out, "median of %d acquisitions (TryAcquire) of a free key per strategy, each released before the next\n", samples)
 
-	slowest := func(m map[string]time.Duration) error {
-		seq := m["sequential"]
-		for _, name := range []string{"parallel", "failfast"} {
-			if m[name] > seq+margin {
-				return fmt.Errorf("%s took %v, sequential %v: it should not be slower", name, m[name], seq)
-			}
-		}
-		return nil
+	// 1. Greedy: every node is asked and waited for.
+	if err := compareGreedy(ctx, out, c, key); err != nil {
+		return err
 	}
 
-	// 1. Greedy: every node is asked and waited for.
+	// 2. WithStopAtQuorum(true): the round ends at the quorum-th vote.
+	if err := compareAtQuorum(ctx, out, c, key); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "\nfailfast differs from parallel only when a quorum becomes impossible (the key held")
+	fmt.Fprintln(out, "elsewhere, nodes down): it ends such a round at once instead of awaiting the rest.")
+
+	fmt.Fprintln(out, "\nstrategies: all checks passed")
+	return nil
+}
+
+// compareGreedy measures the strategies with their defaults, where every
+// node is asked and every answer awaited, and explains the figures.
+func compareGreedy(ctx context.Context, out io.Writer, c *cluster, key string) error {
 	fmt.Fprintln(out, "\ngreedy (the default: every node is asked, every answer awaited):")
 	greedy, err := measure(ctx, out, c, key, nil)
 	if err != nil {
 		return err
 	}
-	if err := slowest(greedy); err != nil {
+	if err := notSlowerThanSequential(greedy); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "  sequential pays every node's round trip in turn, parallel and failfast only the")
 	fmt.Fprintln(out, "  slowest one's: the slow node costs all three its delay, and the fast ones are")
 	fmt.Fprintln(out, "  too quick here for their sum to show much.")
+	return nil
+}
 
-	// 2. WithStopAtQuorum(true): the round ends at the quorum-th vote.
+// compareAtQuorum measures the strategies with WithStopAtQuorum(true),
+// checks that parallel and failfast did not wait for the slow node, and
+// explains the figures.
+func compareAtQuorum(ctx context.Context, out io.Writer, c *cluster, key string) error {
 	fmt.Fprintln(out, "\nWithStopAtQuorum(true) (a round ends at the third vote):")
 	atQuorum, err := measure(ctx, out, c, key, []strategies.Option{strategies.WithStopAtQuorum(true)})
 	if err != nil {
 		return err
 	}
-	if err := slowest(atQuorum); err != nil {
+	if err := notSlowerThanSequential(atQuorum); err != nil {
 		return err
 	}
-	if c.slow != nil {
-		// Parallel and failfast must not have waited for the slow node.
-		for _, name := range []string{"parallel", "failfast"} {
-			if atQuorum[name] >= delay {
-				return fmt.Errorf("with WithStopAtQuorum, %s took %v: it waited for the slow node (%v)", name, atQuorum[name], delay)
-			}
-		}
-		fmt.Fprintln(out, "  parallel and failfast take the votes of three fast nodes and stop; sequential")
-		fmt.Fprintln(out, "  asks node 0 first, in index order, and waits for it.")
-	} else {
+	if c.slow == nil {
 		fmt.Fprintln(out, "  no node is slowed on REDIS_ADDRS: sequential pays three round trips in turn,")
 		fmt.Fprintln(out, "  parallel and failfast the slowest of the first three answers.")
+		return nil
 	}
-	fmt.Fprintln(out, "\nfailfast differs from parallel only when a quorum becomes impossible (the key held")
-	fmt.Fprintln(out, "elsewhere, nodes down): it ends such a round at once instead of awaiting the rest.")
+	// Parallel and failfast must not have waited for the slow node.
+	for _, name := range []string{"parallel", "failfast"} {
+		if atQuorum[name] >= delay {
+			return fmt.Errorf("with WithStopAtQuorum, %s took %v: it waited for the slow node (%v)", name, atQuorum[name], delay)
+		}
+	}
+	fmt.Fprintln(out, "  parallel and failfast take the votes of three fast nodes and stop; sequential")
+	fmt.Fprintln(out, "  asks node 0 first, in index order, and waits for it.")
+	return nil
+}
 
-	fmt.Fprintln(out, "\nstrategies: all checks passed")
+// notSlowerThanSequential checks the medians m, by strategy name: neither
+// parallel nor failfast may be slower than sequential by more than margin.
+func notSlowerThanSequential(m map[string]time.Duration) error {
+	seq := m["sequential"]
+	for _, name := range []string{"parallel", "failfast"} {
+		if m[name] > seq+margin {
+			return fmt.Errorf("%s took %v, sequential %v: it should not be slower", name, m[name], seq)
+		}
+	}
 	return nil
 }
 

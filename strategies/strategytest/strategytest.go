@@ -269,64 +269,70 @@ func slowNodes(t *testing.T, spec Spec, n int) {
 	if n < 3 {
 		return // needs fast voters, fast refusers and slow nodes at once
 	}
+	t.Run("QuorumFirst", func(t *testing.T) { quorumFirst(t, spec, n) })
+	t.Run("QuorumImpossibleFirst", func(t *testing.T) { quorumImpossibleFirst(t, spec, n) })
+}
+
+// quorumFirst: a quorum votes at once; the other nodes are slow and would
+// also vote.
+func quorumFirst(t *testing.T, spec Spec, n int) {
 	q := quorum(n)
-	t.Run("QuorumFirst", func(t *testing.T) {
-		// A quorum votes at once; the other nodes are slow and would also vote.
-		synctest.Test(t, func(t *testing.T) {
-			rec := newRecorder(t.Context(), n)
-			start := time.Now()
-			results := run(spec.New(), t.Context(), n, timeout, rec.wrap(n, timeout, func(ctx context.Context, node int) bool {
-				if node < q {
-					return true
-				}
-				select {
-				case <-ctx.Done():
-					return false
-				case <-time.After(timeout / 2):
-					return true
-				}
-			}))
-			elapsed := time.Since(start)
-			rec.check(t, results)
-			won, _, _ := strategies.Count(results)
-			assert.GreaterOrEqual(t, won, q)
-			switch {
-			case spec.StopsAtQuorum:
-				assert.Zero(t, elapsed, "the round should end once a quorum voted")
-			case spec.Concurrent:
-				assert.Equal(t, timeout/2, elapsed, "a greedy strategy waits for the slow nodes")
-				assert.Equal(t, n, won)
-			default:
-				assert.Equal(t, time.Duration(n-q)*timeout/2, elapsed)
-				assert.Equal(t, n, won)
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder(t.Context(), n)
+		start := time.Now()
+		results := run(spec.New(), t.Context(), n, timeout, rec.wrap(n, timeout, func(ctx context.Context, node int) bool {
+			if node < q {
+				return true
 			}
-		})
-	})
-	t.Run("QuorumImpossibleFirst", func(t *testing.T) {
-		// N - quorum + 1 nodes refuse at once; the others hang.
-		synctest.Test(t, func(t *testing.T) {
-			rec := newRecorder(t.Context(), n)
-			refusers := n - q + 1
-			start := time.Now()
-			results := run(spec.New(), t.Context(), n, timeout, rec.wrap(n, timeout, func(ctx context.Context, node int) bool {
-				if node < refusers {
-					return false
-				}
-				<-ctx.Done()
+			select {
+			case <-ctx.Done():
 				return false
-			}))
-			elapsed := time.Since(start)
-			rec.check(t, results)
-			won, _, _ := strategies.Count(results)
-			assert.Zero(t, won)
-			switch {
-			case spec.FailsFast:
-				assert.Zero(t, elapsed, "the round should end once quorum became impossible")
-			case spec.Concurrent:
-				assert.Equal(t, timeout, elapsed, "a strategy that does not fail fast waits for every node")
-			default:
-				assert.Equal(t, time.Duration(n-refusers)*timeout, elapsed)
+			case <-time.After(timeout / 2):
+				return true
 			}
-		})
+		}))
+		elapsed := time.Since(start)
+		rec.check(t, results)
+		won, _, _ := strategies.Count(results)
+		assert.GreaterOrEqual(t, won, q)
+		switch {
+		case spec.StopsAtQuorum:
+			assert.Zero(t, elapsed, "the round should end once a quorum voted")
+		case spec.Concurrent:
+			assert.Equal(t, timeout/2, elapsed, "a greedy strategy waits for the slow nodes")
+			assert.Equal(t, n, won)
+		default:
+			assert.Equal(t, time.Duration(n-q)*timeout/2, elapsed)
+			assert.Equal(t, n, won)
+		}
+	})
+}
+
+// quorumImpossibleFirst: N - quorum + 1 nodes refuse at once; the others
+// hang.
+func quorumImpossibleFirst(t *testing.T, spec Spec, n int) {
+	refusers := n - quorum(n) + 1
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder(t.Context(), n)
+		start := time.Now()
+		results := run(spec.New(), t.Context(), n, timeout, rec.wrap(n, timeout, func(ctx context.Context, node int) bool {
+			if node < refusers {
+				return false
+			}
+			<-ctx.Done()
+			return false
+		}))
+		elapsed := time.Since(start)
+		rec.check(t, results)
+		won, _, _ := strategies.Count(results)
+		assert.Zero(t, won)
+		switch {
+		case spec.FailsFast:
+			assert.Zero(t, elapsed, "the round should end once quorum became impossible")
+		case spec.Concurrent:
+			assert.Equal(t, timeout, elapsed, "a strategy that does not fail fast waits for every node")
+		default:
+			assert.Equal(t, time.Duration(n-refusers)*timeout, elapsed)
+		}
 	})
 }

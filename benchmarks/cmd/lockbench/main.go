@@ -53,6 +53,8 @@ type settings struct {
 
 func main() { os.Exit(run()) }
 
+// run is lockbench: it returns the exit code, 2 for bad flags, 3 for an
+// unsound measurement of quorumlock, 1 for any other failure.
 func run() int {
 	s, err := parseFlags()
 	if err != nil {
@@ -62,18 +64,7 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var sys []systems.System
-	for _, sy := range systems.All() {
-		if s.systems.MatchString(sy.Name) {
-			sys = append(sys, sy)
-		}
-	}
-	var modes []string
-	for _, m := range report.Modes {
-		if s.modes.MatchString(m) && (s.degraded || !report.Degraded(m)) {
-			modes = append(modes, m)
-		}
-	}
+	sys, modes := selected(s)
 	if len(sys) == 0 || len(modes) == 0 {
 		fmt.Fprintln(os.Stderr, "lockbench: -systems and -modes leave nothing to measure")
 		return 2
@@ -95,6 +86,54 @@ func run() int {
 		jsonOut = json.NewEncoder(f) // one write per record
 	}
 
+	printHeader(s)
+	b, err := startBench(ctx, s, jsonOut)
+	defer b.close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
+	}
+	rep := &report.Report{Runs: s.runs, Nodes: s.nodes, Notes: notes(s, b.heralds(modes))}
+	for _, sy := range sys {
+		rep.Systems = append(rep.Systems, sy.Name)
+	}
+	restoreErr := b.runPlan(ctx, plan(s, sys, modes), rep)
+
+	rep.WriteTables(os.Stdout, modes)
+	rep.WriteTargets(os.Stdout)
+	if bad := unsound(rep.Records); len(bad) > 0 {
+		for _, problem := range bad {
+			fmt.Fprintln(os.Stderr, "lockbench:", problem)
+		}
+		return 3
+	}
+	if restoreErr != nil {
+		return 1
+	}
+	return 0
+}
+
+// selected returns the systems and the modes the settings select: the
+// degraded modes only when s.degraded.
+func selected(s settings) ([]systems.System, []string) {
+	var sys []systems.System
+	for _, sy := range systems.All() {
+		if s.systems.MatchString(sy.Name) {
+			sys = append(sys, sy)
+		}
+	}
+	var modes []string
+	for _, m := range report.Modes {
+		if s.modes.MatchString(m) && (s.degraded || !report.Degraded(m)) {
+			modes = append(modes, m)
+		}
+	}
+	return sys, modes
+}
+
+// printHeader prints machineHeader on standard output, and its list
+// lines on standard error too.
+func printHeader(s settings) {
 	header := machineHeader(s)
 	fmt.Print(header)
 	for line := range strings.Lines(header) {
@@ -102,36 +141,22 @@ func run() int {
 			fmt.Fprint(os.Stderr, line)
 		}
 	}
+}
 
-	servers, err := startServers(ctx, slices.Max(s.nodes))
-	defer func() {
-		for _, srv := range servers {
-			_ = srv.Close()
-		}
-	}()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "lockbench:", err)
-		return 1
-	}
-	addrs := make([]string, len(servers))
-	for i, srv := range servers {
-		addrs[i] = srv.Addr()
-	}
-	fmt.Fprintf(os.Stderr, "servers: %s\n", strings.Join(addrs, " "))
-	heralds := map[int]string{}
-	for _, n := range s.nodes {
-		if n >= report.DegradedMinNodes && slices.ContainsFunc(modes, report.Degraded) {
-			heralds[n] = addrs[heraldOf(addrs[:n])]
-			fmt.Fprintf(os.Stderr, "herald at N=%d (failed in the degraded modes): %s\n", n, heralds[n])
-		}
-	}
+// task is one measurement of the plan: a system in a mode on the first
+// nodes servers, in a run.
+type task struct {
+	run, nodes int
+	mode       string
+	sys        systems.System
+}
 
-	type task struct {
-		run, nodes int
-		mode       string
-		sys        systems.System
-	}
-	var plan []task
+// plan lists the measurements, run after run, each run over every node
+// count, mode and system, without the pairs that cannot be: a system that
+// does not support the node count, a floor in a contended mode, a degraded
+// mode below report.DegradedMinNodes.
+func plan(s settings, sys []systems.System, modes []string) []task {
+	var tasks []task
 	for r := 1; r <= s.runs; r++ {
 		for _, n := range s.nodes {
 			for _, m := range modes {
@@ -140,62 +165,99 @@ func run() int {
 						(report.Degraded(m) && n < report.DegradedMinNodes) {
 						continue
 					}
-					plan = append(plan, task{r, n, m, sy})
+					tasks = append(tasks, task{r, n, m, sy})
 				}
 			}
 		}
 	}
+	return tasks
+}
 
-	rep := &report.Report{Runs: s.runs, Nodes: s.nodes, Notes: notes(s, heralds)}
-	for _, sy := range sys {
-		rep.Systems = append(rep.Systems, sy.Name)
+// bench is what the measurements of one lockbench run share: the
+// settings, the servers and their addresses, and the JSON output (nil:
+// none).
+type bench struct {
+	settings settings
+	servers  []*redistest.Server
+	addrs    []string
+	jsonOut  *json.Encoder
+}
+
+// startBench starts the servers the settings need, and prints their
+// addresses on standard error. It returns a bench to close even with an
+// error: the servers that did start.
+func startBench(ctx context.Context, s settings, jsonOut *json.Encoder) (*bench, error) {
+	servers, err := startServers(ctx, slices.Max(s.nodes))
+	b := &bench{settings: s, servers: servers, jsonOut: jsonOut}
+	if err != nil {
+		return b, err
 	}
+	for _, srv := range servers {
+		b.addrs = append(b.addrs, srv.Addr())
+	}
+	fmt.Fprintf(os.Stderr, "servers: %s\n", strings.Join(b.addrs, " "))
+	return b, nil
+}
+
+// close stops the servers.
+func (b *bench) close() {
+	for _, srv := range b.servers {
+		_ = srv.Close()
+	}
+}
+
+// heralds returns, and prints on standard error, the herald's address by
+// node count, for the node counts the degraded modes among modes measure.
+func (b *bench) heralds(modes []string) map[int]string {
+	heralds := map[int]string{}
+	for _, n := range b.settings.nodes {
+		if n >= report.DegradedMinNodes && slices.ContainsFunc(modes, report.Degraded) {
+			heralds[n] = b.addrs[heraldOf(b.addrs[:n])]
+			fmt.Fprintf(os.Stderr, "herald at N=%d (failed in the degraded modes): %s\n", n, heralds[n])
+		}
+	}
+	return heralds
+}
+
+// runPlan makes the measurements of tasks in turn, adding each record to
+// rep (and to the JSON output), with a progress line on standard error.
+// It stops early at an interrupt, or when a measurement could not bring
+// its herald back: that error, which leaves the servers unfit for more.
+func (b *bench) runPlan(ctx context.Context, tasks []task, rep *report.Report) error {
 	start := time.Now()
 	var restoreErr error
-	for i, t := range plan {
+	for i, t := range tasks {
 		if ctx.Err() != nil {
-			fmt.Fprintf(os.Stderr, "lockbench: interrupted after %d of %d measurements\n", i, len(plan))
+			fmt.Fprintf(os.Stderr, "lockbench: interrupted after %d of %d measurements\n", i, len(tasks))
 			break
 		}
 		prefix := fmt.Sprintf("lockbench:%d:%d:", os.Getpid(), i)
 		var herald *redistest.Server
 		if report.Degraded(t.mode) {
-			herald = servers[heraldOf(addrs[:t.nodes])]
+			herald = b.servers[heraldOf(b.addrs[:t.nodes])]
 		}
-		rec, rerr := measureOne(ctx, t.sys, t.mode, addrs[:t.nodes], herald, s.duration, prefix)
+		rec, rerr := measureOne(ctx, t.sys, t.mode, b.addrs[:t.nodes], herald, b.settings.duration, prefix)
 		rec.Run, rec.Nodes = t.run, t.nodes
 		rep.Records = append(rep.Records, rec)
-		if jsonOut != nil {
-			if err := jsonOut.Encode(rec); err != nil {
+		if b.jsonOut != nil {
+			if err := b.jsonOut.Encode(rec); err != nil {
 				fmt.Fprintln(os.Stderr, "lockbench: writing JSON:", err)
 			}
 		}
 		done := time.Since(start)
-		eta := time.Duration(float64(done) / float64(i+1) * float64(len(plan)-i-1))
+		eta := time.Duration(float64(done) / float64(i+1) * float64(len(tasks)-i-1))
 		fmt.Fprintf(os.Stderr, "[%3d/%d] run %d/%d N=%d %-16s %-32s %s [%.1fs, elapsed %s, ETA %s]\n",
-			i+1, len(plan), t.run, s.runs, t.nodes, t.mode, t.sys.Name, progress(rec),
+			i+1, len(tasks), t.run, b.settings.runs, t.nodes, t.mode, t.sys.Name, progress(rec),
 			rec.Took.Seconds(), done.Round(time.Second), eta.Round(time.Second))
 		if rerr != nil {
 			// The servers are no longer what the next measurements assume.
 			restoreErr = rerr
-			fmt.Fprintf(os.Stderr, "lockbench: %v; stopping after %d of %d measurements\n", rerr, i+1, len(plan))
+			fmt.Fprintf(os.Stderr, "lockbench: %v; stopping after %d of %d measurements\n", rerr, i+1, len(tasks))
 			break
 		}
 	}
 	fmt.Fprintf(os.Stderr, "lockbench: %d measurements in %s\n", len(rep.Records), time.Since(start).Round(time.Second))
-
-	rep.WriteTables(os.Stdout, modes)
-	rep.WriteTargets(os.Stdout)
-	if bad := unsound(rep.Records); len(bad) > 0 {
-		for _, b := range bad {
-			fmt.Fprintln(os.Stderr, "lockbench:", b)
-		}
-		return 3
-	}
-	if restoreErr != nil {
-		return 1
-	}
-	return 0
+	return restoreErr
 }
 
 // unsound lists the measurements of quorumlock that show a fault of the
@@ -385,57 +447,21 @@ func measureOne(ctx context.Context, sys systems.System, mode string, addrs []st
 	if mode == report.ContendedMulti {
 		count = contenders
 	}
-	var (
-		instances []systems.Instance
-		closeOnce sync.Once
-		closeErr  error
-	)
-	closeAll := func() {
-		closeOnce.Do(func() {
-			var errs []error
-			for _, inst := range instances {
-				errs = append(errs, inst.Close())
-			}
-			closeErr = errors.Join(errs...)
-		})
+	insts, err := openInstances(sys, addrs, count, fault != "")
+	if err != nil {
+		rec.Error = "open: " + err.Error()
+		return rec, nil
 	}
-	for range count {
-		inst, err := sys.OpenFor(addrs, fault != "")
-		if err != nil {
-			rec.Error = "open: " + err.Error()
-			closeAll()
-			return rec, nil
-		}
-		instances = append(instances, inst)
-	}
-	wd := measure.Watchdog{Stop: ctx, Abort: closeAll}
+	wd := measure.Watchdog{Stop: ctx, Abort: insts.close}
 
-	var err error
 	switch mode {
 	case report.Uncontended, report.Parallel:
-		workers := 1
-		if mode == report.Parallel {
-			workers = parallelWorkers
-		}
-		if err = measure.Warmup(wd, instances[0], workers, 50, prefix+"warmup:"); err != nil {
-			rec.Error = "warm-up: " + err.Error()
-			break
-		}
-		var t measure.Throughput
-		t, err = measure.RunThroughput(wd, instances[0], workers, d, 0, prefix)
-		rec.Throughput = &t
+		err = measureThroughput(wd, insts.list[0], mode, d, prefix, &rec)
 	case report.ContendedShared, report.ContendedMulti:
-		key := prefix + "contended"
-		acquirers := make([]systems.Acquirer, contenders)
-		for i := range acquirers {
-			acquirers[i] = instances[i%len(instances)].Contender(key)
-		}
-		var c measure.Contention
-		c, err = measure.RunContention(wd, acquirers, d, 0)
-		rec.Contention = &c
+		err = measureContended(wd, insts.list, d, prefix, &rec)
 	default:
 		var injected bool
-		injected, err = measureDegraded(wd, instances[0], mode, herald, d, prefix, &rec)
+		injected, err = measureDegraded(wd, insts.list[0], mode, herald, d, prefix, &rec)
 		if injected {
 			if rerr := restore(ctx, fault, herald); rerr != nil {
 				restoreErr = fmt.Errorf("bringing the herald %s back: %w", herald.Addr(), rerr)
@@ -446,12 +472,76 @@ func measureOne(ctx context.Context, sys systems.System, mode string, addrs []st
 	if err != nil && rec.Error == "" {
 		rec.Error = err.Error()
 	}
-	closeAll()
-	if closeErr != nil {
-		rec.CloseError = closeErr.Error()
+	insts.close()
+	if insts.err != nil {
+		rec.CloseError = insts.err.Error()
 	}
 	rec.LeakedGoroutines = leaked(before)
 	return rec, restoreErr
+}
+
+// instances are the instances of one measurement. close closes them all,
+// once, whoever calls it first (the measurement, or the watchdog to end a
+// hang), and keeps the error in err.
+type instances struct {
+	list []systems.Instance
+	once sync.Once
+	err  error
+}
+
+func (is *instances) close() {
+	is.once.Do(func() {
+		var errs []error
+		for _, inst := range is.list {
+			errs = append(errs, inst.Close())
+		}
+		is.err = errors.Join(errs...)
+	})
+}
+
+// openInstances opens count instances of sys over addrs (degraded: for a
+// degraded mode). On an error it closes those it opened.
+func openInstances(sys systems.System, addrs []string, count int, degraded bool) (*instances, error) {
+	is := &instances{}
+	for range count {
+		inst, err := sys.OpenFor(addrs, degraded)
+		if err != nil {
+			is.close()
+			return nil, err
+		}
+		is.list = append(is.list, inst)
+	}
+	return is, nil
+}
+
+// measureThroughput measures the uncontended or the parallel mode on inst:
+// a warm-up, then RunThroughput, recorded in rec.
+func measureThroughput(wd measure.Watchdog, inst systems.Instance, mode string, d time.Duration, prefix string, rec *report.Record) error {
+	workers := 1
+	if mode == report.Parallel {
+		workers = parallelWorkers
+	}
+	if err := measure.Warmup(wd, inst, workers, 50, prefix+"warmup:"); err != nil {
+		rec.Error = "warm-up: " + err.Error()
+		return err
+	}
+	t, err := measure.RunThroughput(wd, inst, workers, d, 0, prefix)
+	rec.Throughput = &t
+	return err
+}
+
+// measureContended measures a contended mode: contenders goroutines on one
+// key, spread over insts (one shared instance, or one each), recorded in
+// rec.
+func measureContended(wd measure.Watchdog, insts []systems.Instance, d time.Duration, prefix string, rec *report.Record) error {
+	key := prefix + "contended"
+	acquirers := make([]systems.Acquirer, contenders)
+	for i := range acquirers {
+		acquirers[i] = insts[i%len(insts)].Contender(key)
+	}
+	c, err := measure.RunContention(wd, acquirers, d, 0)
+	rec.Contention = &c
+	return err
 }
 
 // measureDegraded measures a degraded mode on inst: a healthy warm-up of

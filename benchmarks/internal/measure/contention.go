@@ -78,6 +78,19 @@ type contender struct {
 	firstErr, firstRelErr error
 }
 
+// contentionRun is what the contenders of one Contention measurement
+// share.
+type contentionRun struct {
+	ctx        context.Context // ends with the window
+	relTimeout time.Duration
+	t0         time.Time // the start, set before the contenders begin
+	inside     atomic.Int32
+	seq        atomic.Int64
+	violations atomic.Int64
+	aborted    atomic.Bool
+	stopped    atomic.Int64 // goroutines that ended normally
+}
+
 // RunContention runs one goroutine per Acquirer, all on one key, for d:
 // each loops acquire (bounded by AcquireTimeout) → critical section (no
 // work) → release (bounded by relTimeout, or releaseTimeout when it is 0;
@@ -91,23 +104,16 @@ func RunContention(wd Watchdog, acquirers []systems.Acquirer, d, relTimeout time
 	if relTimeout <= 0 {
 		relTimeout = releaseTimeout
 	}
-	var (
-		inside     atomic.Int32
-		seq        atomic.Int64
-		violations atomic.Int64
-		aborted    atomic.Bool
-		stopped    atomic.Int64 // goroutines that ended normally
-	)
 	parent := wd.Stop
 	if parent == nil {
 		parent = context.Background()
 	}
-	cs := make([]*contender, len(acquirers))
 	runCtx, stop := context.WithCancel(parent)
 	defer stop()
+	r := &contentionRun{ctx: runCtx, relTimeout: relTimeout}
+	cs := make([]*contender, len(acquirers))
 	begin := make(chan struct{})
 	var ready, done sync.WaitGroup
-	var t0 time.Time
 	for i, a := range acquirers {
 		c := &contender{acqs: make([]acquisition, 0, 1024)}
 		cs[i] = c
@@ -115,75 +121,96 @@ func RunContention(wd Watchdog, acquirers []systems.Acquirer, d, relTimeout time
 		done.Go(func() {
 			ready.Done()
 			<-begin
-			defer func() {
-				if !aborted.Load() {
-					stopped.Add(1)
-				}
-			}()
-			for runCtx.Err() == nil {
-				actx, acancel := context.WithTimeout(runCtx, AcquireTimeout)
-				acqStart := time.Since(t0)
-				h, err := a.Acquire(actx)
-				acqEnd := time.Since(t0)
-				if aborted.Load() {
-					acancel()
-					return
-				}
-				if err != nil {
-					acancel()
-					if runCtx.Err() != nil {
-						break // cancelled by the end of the window
-					}
-					if c.failures++; c.firstErr == nil {
-						c.firstErr = err
-					}
-					continue
-				}
-				mine := inside.CompareAndSwap(0, 1)
-				if !mine {
-					violations.Add(1)
-				}
-				n := seq.Add(1) - 1
-				// Critical section: nothing.
-				if mine {
-					inside.Store(0)
-				}
-				rctx, rcancel := context.WithTimeout(context.Background(), relTimeout)
-				rerr := h.Release(rctx)
-				relEnd := time.Since(t0)
-				rcancel()
-				acancel()
-				if aborted.Load() {
-					return
-				}
-				if rerr != nil {
-					if c.relErrs++; c.firstRelErr == nil {
-						c.firstRelErr = rerr
-					}
-				}
-				c.acqs = append(c.acqs, acquisition{seq: n, holder: i, acqStart: acqStart, acqEnd: acqEnd, relEnd: relEnd})
-			}
+			r.contend(c, i, a)
 		})
 	}
 	ready.Wait()
-	t0 = time.Now()
+	r.t0 = time.Now()
 	timer := time.AfterFunc(d, stop)
 	close(begin)
 	// An interrupt ends the window through runCtx: only a hang aborts.
-	didAbort, finished := Watchdog{Abort: wd.Abort}.watch(&done, d+relTimeout+hangGrace, &aborted)
+	didAbort, finished := Watchdog{Abort: wd.Abort}.watch(&done, d+relTimeout+hangGrace, &r.aborted)
 	timer.Stop()
 	if !finished {
 		return Contention{}, fmt.Errorf("contenders hung, and still did not return %v after the instances were closed", abortGrace)
 	}
 	window := d
 	if parent.Err() != nil {
-		window = min(d, time.Since(t0))
+		window = min(d, time.Since(r.t0))
 	}
-	res := summarise(cs, window, violations.Load())
+	res := summarise(cs, window, r.violations.Load())
 	if didAbort {
-		res.Hung = len(acquirers) - int(stopped.Load())
+		res.Hung = len(acquirers) - int(r.stopped.Load())
 	}
 	return res, nil
+}
+
+// contend is contender c, number holder, taking the lock through a until
+// the window ends or the watchdog aborts the run.
+func (r *contentionRun) contend(c *contender, holder int, a systems.Acquirer) {
+	defer func() {
+		if !r.aborted.Load() {
+			r.stopped.Add(1)
+		}
+	}()
+	for r.ctx.Err() == nil {
+		if !r.cycle(c, holder, a) {
+			return
+		}
+	}
+}
+
+// cycle is one acquire → critical section → release of contender c,
+// recorded in c. It returns false when the contender must stop: the window
+// ended while it waited, or the watchdog aborted the run.
+func (r *contentionRun) cycle(c *contender, holder int, a systems.Acquirer) bool {
+	actx, acancel := context.WithTimeout(r.ctx, AcquireTimeout)
+	defer acancel()
+	acqStart := time.Since(r.t0)
+	h, err := a.Acquire(actx)
+	acqEnd := time.Since(r.t0)
+	if r.aborted.Load() {
+		return false
+	}
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return false // cancelled by the end of the window
+		}
+		if c.failures++; c.firstErr == nil {
+			c.firstErr = err
+		}
+		return true
+	}
+	n := r.criticalSection()
+	rctx, rcancel := context.WithTimeout(context.Background(), r.relTimeout)
+	rerr := h.Release(rctx)
+	relEnd := time.Since(r.t0)
+	rcancel()
+	if r.aborted.Load() {
+		return false
+	}
+	if rerr != nil {
+		if c.relErrs++; c.firstRelErr == nil {
+			c.firstRelErr = rerr
+		}
+	}
+	c.acqs = append(c.acqs, acquisition{seq: n, holder: holder, acqStart: acqStart, acqEnd: acqEnd, relEnd: relEnd})
+	return true
+}
+
+// criticalSection does no work under the lock: it counts a violation when
+// another contender is inside too, and returns the acquisition's sequence
+// number.
+func (r *contentionRun) criticalSection() int64 {
+	mine := r.inside.CompareAndSwap(0, 1)
+	if !mine {
+		r.violations.Add(1)
+	}
+	n := r.seq.Add(1) - 1
+	if mine {
+		r.inside.Store(0)
+	}
+	return n
 }
 
 // summarise computes a Contention from the contenders' records.

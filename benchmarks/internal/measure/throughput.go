@@ -175,6 +175,15 @@ type worker struct {
 	end      time.Time // when it stopped, unless it hung
 }
 
+// throughputRun is what the workers of one Throughput measurement share.
+type throughputRun struct {
+	inst      systems.Instance
+	opTimeout time.Duration // 0: operations under context.Background()
+	deadline  time.Time     // set before the workers begin
+	aborted   atomic.Bool
+	stopped   atomic.Int64 // workers that ended normally
+}
+
 // RunThroughput runs workers goroutines, each acquiring and releasing a
 // fresh key of its own on inst (keys start with prefix), for d, after a
 // warm-up. With opTimeout 0, operations run under context.Background() and
@@ -186,7 +195,6 @@ type worker struct {
 // returns an error when the warm-up fails or operations did not return
 // even after the abort.
 func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d, opTimeout time.Duration, prefix string) (Throughput, error) {
-	ctx := context.Background()
 	// Room for 60,000 operations per second of d in all, and 1,000 more per
 	// worker; a worker that goes past that reuses its first keys.
 	perWorker := int(d.Seconds()*60_000)/workers + 1_000
@@ -194,58 +202,19 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d, opTimeout
 	for i := range ws {
 		ws[i] = &worker{keys: newKeyRing(prefix, i, perWorker)}
 	}
-
-	if opTimeout > 0 {
-		if _, _, err := WarmupFor(wd, inst, workers, DegradedWarmup, opTimeout, prefix+"warm:"); err != nil {
-			return Throughput{}, err
-		}
-	} else if err := Warmup(wd, inst, workers, WarmupOps, prefix+"warm:"); err != nil {
+	if err := throughputWarmup(wd, inst, workers, opTimeout, prefix+"warm:"); err != nil {
 		return Throughput{}, err
 	}
 
+	r := &throughputRun{inst: inst, opTimeout: opTimeout}
 	begin := make(chan struct{})
 	var ready, done sync.WaitGroup
-	var deadline time.Time
-	var aborted atomic.Bool
-	var stopped atomic.Int64 // workers that ended normally
 	for _, w := range ws {
 		ready.Add(1)
 		done.Go(func() {
 			ready.Done()
 			<-begin
-			for {
-				start := time.Now()
-				if !start.Before(deadline) {
-					w.end = start
-					stopped.Add(1)
-					return
-				}
-				var acq time.Duration
-				var err error
-				if opTimeout > 0 {
-					acq, err = boundedOp(inst, w.keys.key(), opTimeout)
-				} else {
-					var h systems.Held
-					h, err = inst.Acquire(ctx, w.keys.key())
-					acq = time.Since(start)
-					if err == nil {
-						err = h.Release(ctx)
-					}
-				}
-				lat := time.Since(start)
-				if aborted.Load() {
-					return // hung, and ended by the abort
-				}
-				if err != nil {
-					if w.errs++; w.firstErr == nil {
-						w.firstErr = err
-					}
-					continue
-				}
-				w.hist.record(lat)
-				w.acqHist.record(acq)
-				w.ops++
-			}
+			r.loop(w)
 		})
 	}
 	ready.Wait()
@@ -254,18 +223,83 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d, opTimeout
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	t0 := time.Now()
-	deadline = t0.Add(d)
+	r.deadline = t0.Add(d)
 	close(begin)
-	didAbort, finished := wd.watch(&done, d+hangGrace, &aborted)
+	didAbort, finished := wd.watch(&done, d+hangGrace, &r.aborted)
 	runtime.ReadMemStats(&after)
 	if !finished {
 		return Throughput{}, fmt.Errorf("operations hung, and still did not return %v after the instances were closed", abortGrace)
 	}
 
-	res := Throughput{Workers: workers, OpTimeout: opTimeout}
+	res := summariseWorkers(ws, t0, r.deadline)
+	res.OpTimeout = opTimeout
 	if didAbort {
-		res.Hung = workers - int(stopped.Load())
+		res.Hung = workers - int(r.stopped.Load())
 	}
+	if res.Ops > 0 {
+		res.AllocsPerOp = float64(after.Mallocs-before.Mallocs) / float64(res.Ops)
+		res.BytesPerOp = float64(after.TotalAlloc-before.TotalAlloc) / float64(res.Ops)
+	}
+	return res, nil
+}
+
+// throughputWarmup runs the warm-up of a Throughput measurement: WarmupOps
+// operations when opTimeout is 0, any failure of which is an error; else
+// WarmupFor DegradedWarmup, whose failures are expected.
+func throughputWarmup(wd Watchdog, inst systems.Instance, workers int, opTimeout time.Duration, prefix string) error {
+	if opTimeout > 0 {
+		_, _, err := WarmupFor(wd, inst, workers, DegradedWarmup, opTimeout, prefix)
+		return err
+	}
+	return Warmup(wd, inst, workers, WarmupOps, prefix)
+}
+
+// loop is one worker's measurement: acquire and release fresh keys until
+// the deadline, recording the latency of each operation that succeeded
+// and counting those that failed. It returns at once, recording nothing
+// more, when its operation returns after the watchdog aborted the run.
+func (r *throughputRun) loop(w *worker) {
+	ctx := context.Background()
+	for {
+		start := time.Now()
+		if !start.Before(r.deadline) {
+			w.end = start
+			r.stopped.Add(1)
+			return
+		}
+		var acq time.Duration
+		var err error
+		if r.opTimeout > 0 {
+			acq, err = boundedOp(r.inst, w.keys.key(), r.opTimeout)
+		} else {
+			var h systems.Held
+			h, err = r.inst.Acquire(ctx, w.keys.key())
+			acq = time.Since(start)
+			if err == nil {
+				err = h.Release(ctx)
+			}
+		}
+		lat := time.Since(start)
+		if r.aborted.Load() {
+			return // hung, and ended by the abort
+		}
+		if err != nil {
+			if w.errs++; w.firstErr == nil {
+				w.firstErr = err
+			}
+			continue
+		}
+		w.hist.record(lat)
+		w.acqHist.record(acq)
+		w.ops++
+	}
+}
+
+// summariseWorkers merges the workers' records of a measurement that
+// started at t0 and ran until deadline (or until the last worker's end,
+// when later) into a Throughput: its counts, rate and latencies.
+func summariseWorkers(ws []*worker, t0, deadline time.Time) Throughput {
+	res := Throughput{Workers: len(ws)}
 	var all, acq histogram
 	end := deadline
 	for _, w := range ws {
@@ -286,9 +320,5 @@ func RunThroughput(wd Watchdog, inst systems.Instance, workers int, d, opTimeout
 	res.P99 = all.quantile(0.99)
 	res.AcquireP50 = acq.quantile(0.50)
 	res.AcquireP99 = acq.quantile(0.99)
-	if res.Ops > 0 {
-		res.AllocsPerOp = float64(after.Mallocs-before.Mallocs) / float64(res.Ops)
-		res.BytesPerOp = float64(after.TotalAlloc-before.TotalAlloc) / float64(res.Ops)
-	}
-	return res, nil
+	return res
 }
