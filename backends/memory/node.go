@@ -75,6 +75,7 @@ type subscription struct{ notify func(message string) }
 type entry struct {
 	value   string
 	list    []string  // a list's items (the wait queue), oldest first
+	zset    readers   // a sorted set's members (a key's readers)
 	expires time.Time // zero: no expiry
 }
 

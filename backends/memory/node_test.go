@@ -104,8 +104,15 @@ func TestScriptArity(t *testing.T) {
 		driver.ScriptAcquireGuarded: "ERR acquire-guarded script takes 2 or 3 keys and 3 arguments",
 		driver.ScriptAdopt:          "ERR adopt script takes 1 key and no arguments",
 		driver.ScriptIdentify:       "ERR identify script takes 1 key and 1 argument",
-		driver.ScriptInspect:        "ERR inspect script takes 1 key and no arguments",
-		driver.ScriptRaiseFence:     "ERR raise-fence script takes 1 key and 1 argument",
+		driver.ScriptInspect:        "ERR inspect script takes 1 or 2 keys and no arguments",
+		driver.ScriptRaiseFence:     "ERR raise-fence script takes 1 or more keys and 1 argument",
+		driver.ScriptAcquireAll:     "ERR acquire-all script takes 1 or more keys and 5 arguments",
+		driver.ScriptExtendAll:      "ERR extend-all script takes 1 or more keys and 2 arguments",
+		driver.ScriptReleaseAll:     "ERR release-all script takes 1 or more keys and 2 or 3 arguments",
+		driver.ScriptAcquireShared:  "ERR acquire-shared: invalid TTL b", // four of each fits: the TTL is checked
+		driver.ScriptExtendShared:   "ERR extend-shared script takes 2 keys and 2 arguments",
+		driver.ScriptReleaseShared:  "ERR release-shared script takes 2 or 3 keys and 1 or 2 arguments",
+		driver.ScriptWithdraw:       "ERR withdraw script takes 2 or 3 keys and 2 or 3 arguments",
 	}
 	four := []string{"a", "b", "c", "d"}
 	for _, s := range driver.Scripts() {

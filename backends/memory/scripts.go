@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -32,9 +33,14 @@ type span struct{ lo, hi int }
 
 func (s span) has(n int) bool { return s.lo <= n && n <= s.hi }
 
-// count writes the span with noun: "no keys", "1 key", "2 or 3 keys".
+// count writes the span with noun: "no keys", "1 key", "2 or 3 keys",
+// "3 to 5 keys", "1 or more keys".
 func (s span) count(noun string) string {
 	switch {
+	case s.hi == many:
+		return fmt.Sprintf("%d or more %ss", s.lo, noun)
+	case s.hi > s.lo+1:
+		return fmt.Sprintf("%d to %d %ss", s.lo, s.hi, noun)
 	case s.lo != s.hi:
 		return fmt.Sprintf("%d or %d %ss", s.lo, s.hi, noun)
 	case s.lo == 0:
@@ -55,9 +61,19 @@ var scriptImpls = map[driver.Script]scriptImpl{
 	driver.ScriptAcquireGuarded: {span{2, 3}, span{3, 3}, (*Node).acquireGuarded},
 	driver.ScriptAdopt:          {span{1, 1}, span{0, 0}, (*Node).adopt},
 	driver.ScriptIdentify:       {span{1, 1}, span{1, 1}, (*Node).identify},
-	driver.ScriptInspect:        {span{1, 1}, span{0, 0}, (*Node).inspect},
-	driver.ScriptRaiseFence:     {span{1, 1}, span{1, 1}, (*Node).raiseFence},
+	driver.ScriptInspect:        {span{1, 2}, span{0, 0}, (*Node).inspect},
+	driver.ScriptRaiseFence:     {span{1, many}, span{1, 1}, (*Node).raiseFence},
+	driver.ScriptAcquireAll:     {span{1, many}, span{5, 5}, (*Node).acquireAll},
+	driver.ScriptExtendAll:      {span{1, many}, span{2, 2}, (*Node).extendAll},
+	driver.ScriptReleaseAll:     {span{1, many}, span{2, 3}, (*Node).releaseAll},
+	driver.ScriptAcquireShared:  {span{3, 5}, span{4, 4}, (*Node).acquireShared},
+	driver.ScriptExtendShared:   {span{2, 2}, span{2, 2}, (*Node).extendShared},
+	driver.ScriptReleaseShared:  {span{2, 3}, span{1, 2}, (*Node).releaseShared},
+	driver.ScriptWithdraw:       {span{2, 3}, span{2, 3}, (*Node).withdraw},
 }
+
+// many is the upper end of a span with no limit.
+const many = math.MaxInt32
 
 // run carries out a protocol script; n.mu is held. It returns the notify
 // functions of the watchers a release published to, for the caller to call
@@ -91,14 +107,23 @@ func (n *Node) release(c *scriptCall) (any, error) {
 		return int64(0), nil
 	}
 	delete(n.data, c.keys[0])
-	if len(c.keys) == 2 && len(c.args) == 2 {
-		if ticket, ok := n.pop(c.keys[1], c.now); ok {
-			owner, _, _ := strings.Cut(ticket, ".")
-			c.notify = n.publish(c.args[1]+":"+owner, ticket)
-			return int64(2), nil
-		}
+	return n.handOff(c, c.keys[1:], c.args[1:]), nil
+}
+
+// handOff ends a release that deleted the lock: given a wait queue (the
+// first of queue) and a channel prefix (the first of prefix), it pops the
+// oldest ticket and publishes it on its owner's channel, answering 2;
+// otherwise it answers 1. n.mu is held.
+func (n *Node) handOff(c *scriptCall, queue, prefix []string) int64 {
+	if len(queue) == 0 || len(prefix) == 0 {
+		return 1
 	}
-	return int64(1), nil
+	if ticket, ok := n.pop(queue[0], c.now); ok {
+		owner, _, _ := strings.Cut(ticket, ".")
+		c.notify = append(c.notify, n.publish(prefix[0]+":"+owner, ticket)...)
+		return 2
+	}
+	return 1
 }
 
 // enqueue is driver.ScriptEnqueue: it appends a ticket to the lock's wait
@@ -227,31 +252,43 @@ func (n *Node) identify(c *scriptCall) (any, error) {
 }
 
 // inspect is driver.ScriptInspect: {pttl, value} of a live key, pttl -1
-// without expiry, or {-2} when it does not exist.
+// without expiry, or {-2} when it does not exist; a key that holds
+// driver.SharedValue, given its readers set, is followed by each live
+// reader and its TTL, soonest to expire first. It writes nothing.
 func (n *Node) inspect(c *scriptCall) (any, error) {
 	e, ok := n.data[c.keys[0]]
+	var out []any
 	switch {
 	case !ok || !e.live(c.now):
 		return []any{int64(-2)}, nil
 	case e.expires.IsZero():
-		return []any{int64(-1), e.value}, nil
+		out = []any{int64(-1), e.value}
+	default:
+		out = []any{e.expires.Sub(c.now).Milliseconds(), e.value}
 	}
-	return []any{e.expires.Sub(c.now).Milliseconds(), e.value}, nil
+	if len(c.keys) == 2 && e.value == driver.SharedValue {
+		for _, r := range n.liveReaders(c.keys[1], c.now) {
+			out = append(out, r.member, r.expiry-c.now.UnixMilli())
+		}
+	}
+	return out, nil
 }
 
-// raiseFence is driver.ScriptRaiseFence: the counter raised to the target
-// if it is lower.
+// raiseFence is driver.ScriptRaiseFence: each counter raised to the
+// target where it is lower.
 func (n *Node) raiseFence(c *scriptCall) (any, error) {
 	target, err := strconv.ParseInt(c.args[0], 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("ERR raise-fence: %q is not an integer", c.args[0])
 	}
-	counter, err := n.counter(c.keys[0], c.now)
-	if err != nil {
-		return nil, err
-	}
-	if counter < target {
-		n.data[c.keys[0]] = entry{value: c.args[0]}
+	for _, k := range c.keys {
+		counter, err := n.counter(k, c.now)
+		if err != nil {
+			return nil, err
+		}
+		if counter < target {
+			n.data[k] = entry{value: c.args[0]}
+		}
 	}
 	return int64(1), nil
 }

@@ -32,8 +32,9 @@ const (
 	// 0 if the key existed.
 	ScriptAcquireFenced
 
-	// ScriptRaiseFence raises the counter KEYS[1] to ARGV[1] if it is
-	// lower (a missing counter counts as 0), and returns 1.
+	// ScriptRaiseFence raises each counter in KEYS (one or more) to
+	// ARGV[1] where it is lower (a missing counter counts as 0), and
+	// returns 1.
 	ScriptRaiseFence
 
 	// ScriptEnqueue appends the waiter ticket ARGV[1] to the wait queue
@@ -82,8 +83,79 @@ const (
 
 	// ScriptInspect reads KEYS[1] without changing it: {pttl, value} while
 	// it exists (pttl is -1 for a key without expiry), {-2} when it does
-	// not. Locker.Inspect runs it; it takes no lock and writes nothing.
+	// not. When the key holds SharedValue and its readers set KEYS[2]
+	// (ReadersKey) is given, each live reader follows, as its value and its
+	// remaining TTL in milliseconds, soonest to expire first: {pttl,
+	// SharedValue, r1, ttl1, r2, ttl2, ...}. Locker.Inspect runs it; it
+	// takes no lock and writes nothing (expired readers are skipped, not
+	// trimmed).
 	ScriptInspect
+
+	// ScriptAcquireAll grants every one of n lock keys or none of them.
+	// KEYS: the n keys (in the caller's canonical order), then, when
+	// fenced, their n fencing counters in the same order, then, when
+	// guarded, the birth key. ARGV[1] the value, ARGV[2] the TTL in
+	// milliseconds, ARGV[3] n, ARGV[4] "1" fenced or "0", ARGV[5] the
+	// restart guard's minimum age in milliseconds, or "" unguarded.
+	// Guarded, it checks the node's age as ScriptAcquireGuarded does and
+	// answers -1 - age from a node too young. When any of the keys exists
+	// it answers 0 and writes nothing. Otherwise it sets every key to the
+	// value with the TTL and answers 1; fenced, it takes t = 1 + the
+	// largest of the counters, sets every counter to t, and answers t.
+	ScriptAcquireAll
+
+	// ScriptExtendAll sets the expiry of every key in KEYS to ARGV[2]
+	// milliseconds and answers 1 if every one holds ARGV[1]; otherwise it
+	// changes nothing and answers 0.
+	ScriptExtendAll
+
+	// ScriptReleaseAll deletes each of the ARGV[2] keys at the head of
+	// KEYS that holds ARGV[1], and answers 0 if none did. Otherwise, given
+	// the wait queue of the first key after them and the channel prefix
+	// ARGV[3], it hands the lock to the oldest queued ticket as
+	// ScriptRelease does and answers 2; with no queue, or an empty one, it
+	// answers 1.
+	ScriptReleaseAll
+
+	// ScriptAcquireShared grants a read lock. KEYS[1] the lock key,
+	// KEYS[2] its ReadersKey, KEYS[3] its WriterKey, then the fencing
+	// counter when fenced, then the birth key when guarded. ARGV[1] the
+	// reader's value, ARGV[2] the TTL in milliseconds, ARGV[3] "1" fenced
+	// or "0", ARGV[4] the guard's minimum age in milliseconds, or "".
+	// Guarded, a node too young answers -1 - age. It trims the expired
+	// readers; it answers 0 when the key holds anything but SharedValue (a
+	// writer holds it) or the writer mark exists (a writer waits).
+	// Otherwise it adds the reader, expiring at the server's TIME plus the
+	// TTL, sets the key to SharedValue, makes the key and the set expire
+	// with their last reader, and answers 1, or, fenced, the counter
+	// incremented.
+	ScriptAcquireShared
+
+	// ScriptExtendShared renews the reader ARGV[1] of KEYS[1] (readers set
+	// KEYS[2]) to expire ARGV[2] milliseconds from the server's TIME, and
+	// makes the key and the set expire with their last reader; it answers
+	// 1, or 0 when the key does not hold SharedValue or the reader is not
+	// (or no longer) in the set.
+	ScriptExtendShared
+
+	// ScriptReleaseShared removes the reader ARGV[1] from the readers set
+	// KEYS[2] of KEYS[1] and answers 0 if it was not there (live). While
+	// other readers remain, the key and the set expire with the last of
+	// them and it answers 1. When it was the last, it deletes the set and,
+	// if it holds SharedValue, the key; then, given the key's wait queue
+	// KEYS[3] and the channel prefix ARGV[2], it hands the lock over as
+	// ScriptRelease does and answers 2, or answers 1.
+	ScriptReleaseShared
+
+	// ScriptWithdraw undoes the grant of a mutex round that lost. KEYS[1]
+	// the key, KEYS[2] its WriterKey, optionally KEYS[3] its wait queue;
+	// ARGV[1] the value, ARGV[2] the writer mark's expiry in milliseconds,
+	// ARGV[3] the channel prefix (with the queue only). When the key holds
+	// the value it does what ScriptRelease does (delete, hand over, 1 or
+	// 2). When it holds SharedValue it sets the writer mark for ARGV[2]
+	// milliseconds, so that no new reader is granted while the writer
+	// waits, and answers 0. Otherwise it answers 0.
+	ScriptWithdraw
 
 	scriptCount = iota
 )
@@ -111,8 +183,10 @@ return 0`},
 end
 return 0`},
 		ScriptRaiseFence: {name: "raise-fence", source: `local t = tonumber(ARGV[1])
-if (tonumber(redis.call("get", KEYS[1])) or 0) < t then
-	redis.call("set", KEYS[1], ARGV[1])
+for i = 1, #KEYS do
+	if (tonumber(redis.call("get", KEYS[i])) or 0) < t then
+		redis.call("set", KEYS[i], ARGV[1])
+	end
 end
 return 1`},
 		ScriptEnqueue: {name: "enqueue", source: `if ARGV[3] ~= "force" and redis.call("exists", KEYS[1]) == 0 then
@@ -158,11 +232,27 @@ if not id then
 	redis.call("set", KEYS[1], id)
 end
 return id`},
-		ScriptInspect: {name: "inspect", source: `local v = redis.call("get", KEYS[1])
+		ScriptInspect: {name: "inspect", source: luaShared + luaNow + `local v = redis.call("get", KEYS[1])
 if not v then
 	return {-2}
 end
-return {redis.call("pttl", KEYS[1]), v}`},
+local out = {redis.call("pttl", KEYS[1]), v}
+if KEYS[2] and v == shared then
+	local t = now()
+	local r = redis.call("zrangebyscore", KEYS[2], "(" .. string.format("%d", t), "+inf", "WITHSCORES")
+	for i = 1, #r, 2 do
+		out[#out + 1] = r[i]
+		out[#out + 1] = tonumber(r[i + 1]) - t
+	end
+end
+return out`},
+		ScriptAcquireAll:    {name: "acquire-all", source: luaInt + luaNow + luaAge + luaAcquireAll},
+		ScriptExtendAll:     {name: "extend-all", source: luaInt + luaExtendAll},
+		ScriptReleaseAll:    {name: "release-all", source: luaInt + luaHandOff + luaReleaseAll},
+		ScriptAcquireShared: {name: "acquire-shared", source: luaInt + luaNow + luaAge + luaShared + luaStretch + luaAcquireShared},
+		ScriptExtendShared:  {name: "extend-shared", source: luaInt + luaNow + luaShared + luaStretch + luaExtendShared},
+		ScriptReleaseShared: {name: "release-shared", source: luaNow + luaShared + luaStretch + luaHandOff + luaReleaseShared},
+		ScriptWithdraw:      {name: "withdraw", source: luaInt + luaShared + luaHandOff + luaWithdraw},
 	}
 	for i := range t {
 		sum := sha1.Sum([]byte(t[i].source))
@@ -210,9 +300,10 @@ func Scripts() []Script {
 
 // IsAcquisition reports whether a script, given by SHA (EVALSHA) or by
 // source (EVAL), is one of the protocol's acquisitions (fenced or
-// restart-guarded), for nodes that count acquisition attempts.
+// restart-guarded, multi-key or shared), for nodes that count acquisition
+// attempts.
 func IsAcquisition(sha, source string) bool {
-	for _, s := range [...]Script{ScriptAcquireGuarded, ScriptAcquireFenced} {
+	for _, s := range [...]Script{ScriptAcquireGuarded, ScriptAcquireFenced, ScriptAcquireAll, ScriptAcquireShared} {
 		if sha == s.SHA() || source == s.Source() {
 			return true
 		}
@@ -295,6 +386,37 @@ const QueueSuffix = ":queue"
 // waiters for such a key are not handed the lock and poll with the retry
 // delay.
 func QueueKey(key string) (queue string, ok bool) { return sideKey(key, QueueSuffix) }
+
+// SharedValue is the value a read lock's key holds while readers hold it;
+// each reader's own random value lives in the key's readers set
+// (ReadersKey). It is never a lock value (those are 27 base64url
+// characters), so no mutex release or extension matches it, and a plain
+// SET NX, from any Redlock client, is refused while readers hold the key.
+const SharedValue = "quorumlock:shared"
+
+// ReadersSuffix ends the name of a key's readers set; see ReadersKey.
+const ReadersSuffix = ":readers"
+
+// ReadersKey returns the name of the readers set of key (the stored key):
+// a Redis sorted set whose members are the values of the key's readers,
+// each scored by its expiry in Unix milliseconds of the server's TIME;
+// every shared script first trims the members whose expiry has passed. It
+// lives in key's cluster slot, named as FenceKey names the counter but
+// with ReadersSuffix; ok is false when no such name exists (a key with no
+// hash tag that contains "}"), and core then refuses the key for read
+// locks.
+func ReadersKey(key string) (readers string, ok bool) { return sideKey(key, ReadersSuffix) }
+
+// WriterSuffix ends the name of a key's writer mark; see WriterKey.
+const WriterSuffix = ":writer"
+
+// WriterKey returns the name of the writer mark of key (the stored key):
+// while it exists, a writer waits for the key's readers and no new reader
+// is granted (ScriptWithdraw sets it, with an expiry). It lives in key's
+// cluster slot, named as FenceKey names the counter but with
+// WriterSuffix; ok is false when no such name exists (a key with no hash
+// tag that contains "}"), and core then refuses the key for read locks.
+func WriterKey(key string) (mark string, ok bool) { return sideKey(key, WriterSuffix) }
 
 // sideKey names a key that lives beside key in its cluster slot.
 func sideKey(key, suffix string) (string, bool) {

@@ -1,0 +1,324 @@
+package memory
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+)
+
+// The scripts of multi-key and shared (read) locks. Each checks its
+// arguments before it writes, and answers with the errors the Lua
+// scripts give, naming the script.
+
+// readers is a sorted set of a key's readers: each member's expiry, in
+// Unix milliseconds of the node's clock.
+type readers map[string]int64
+
+// reader is one member of a readers set.
+type reader struct {
+	member string
+	expiry int64
+}
+
+// acquireAll is driver.ScriptAcquireAll: every key set, or none.
+func (n *Node) acquireAll(c *scriptCall) (any, error) {
+	const name = "acquire-all"
+	ttl, err := scriptInt(name, "TTL", c.args[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	keys, fenced, guarded := layoutAll(c)
+	if keys == 0 {
+		return nil, fmt.Errorf("ERR %s: %d keys do not match n %s, fenced %s, guard %s", name, len(c.keys), c.args[2], c.args[3], c.args[4])
+	}
+	if guarded {
+		if young, err := n.young(name, c, c.args[4]); young < 0 || err != nil {
+			return young, err
+		}
+	}
+	for _, k := range c.keys[:keys] {
+		if _, ok := n.live(k, c.now); ok {
+			return int64(0), nil
+		}
+	}
+	t := int64(1)
+	if fenced {
+		for _, k := range c.keys[keys : 2*keys] {
+			v, err := n.counter(k, c.now)
+			if err != nil {
+				return nil, fmt.Errorf("ERR %s: fencing counter %s is not an integer", name, k)
+			}
+			t = max(t, v+1)
+		}
+	}
+	for i, k := range c.keys[:keys] {
+		n.data[k] = entry{value: c.args[0], expires: c.now.Add(time.Duration(ttl) * time.Millisecond)}
+		if fenced {
+			n.data[c.keys[keys+i]] = entry{value: strconv.FormatInt(t, 10)}
+		}
+	}
+	return t, nil
+}
+
+// layoutAll reads ScriptAcquireAll's layout: how many lock keys, whether
+// fenced and guarded; 0 keys when the arguments do not match KEYS.
+func layoutAll(c *scriptCall) (keys int, fenced, guarded bool) {
+	keys, err := strconv.Atoi(c.args[2])
+	fenced, guarded = c.args[3] == "1", c.args[4] != ""
+	want := keys
+	if fenced {
+		want += keys
+	}
+	if guarded {
+		want++
+	}
+	if err != nil || keys < 1 || !fenced && c.args[3] != "0" || len(c.keys) != want {
+		return 0, false, false
+	}
+	return keys, fenced, guarded
+}
+
+// young is the restart guard's check on the birth key, the last of
+// c.keys: -1 - age from a node younger than minAge, else 0.
+func (n *Node) young(name string, c *scriptCall, minAge string) (int64, error) {
+	least, err := scriptInt(name, "minimum age", minAge, math.MinInt64)
+	if err != nil {
+		return 0, err
+	}
+	born := n.born(c.keys[len(c.keys)-1], c.now)
+	if age := max(c.now.UnixMilli()-born, 0); born != 0 && age < least { // 0: adopted
+		return -1 - age, nil
+	}
+	return 0, nil
+}
+
+// extendAll is driver.ScriptExtendAll: every key's expiry set if every
+// one holds the value, else none.
+func (n *Node) extendAll(c *scriptCall) (any, error) {
+	ttl, err := scriptInt("extend-all", "TTL", c.args[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range c.keys {
+		if e, ok := n.live(k, c.now); !ok || e.value != c.args[0] {
+			return int64(0), nil
+		}
+	}
+	for _, k := range c.keys {
+		e := n.data[k]
+		e.expires = c.now.Add(time.Duration(ttl) * time.Millisecond)
+		n.data[k] = e
+	}
+	return int64(1), nil
+}
+
+// releaseAll is driver.ScriptReleaseAll: each key that holds the value
+// deleted, then the hand-off through the first key's queue.
+func (n *Node) releaseAll(c *scriptCall) (any, error) {
+	keys, err := strconv.Atoi(c.args[1])
+	if err != nil || keys < 1 || len(c.keys) != keys && len(c.keys) != keys+1 {
+		return nil, fmt.Errorf("ERR release-all: %d keys do not match n %s", len(c.keys), c.args[1])
+	}
+	held := 0
+	for _, k := range c.keys[:keys] {
+		if e, ok := n.live(k, c.now); ok && e.value == c.args[0] {
+			delete(n.data, k)
+			held++
+		}
+	}
+	if held == 0 {
+		return int64(0), nil
+	}
+	return n.handOff(c, c.keys[keys:], c.args[2:]), nil
+}
+
+// acquireShared is driver.ScriptAcquireShared: a reader added unless a
+// writer holds the key or waits for it.
+func (n *Node) acquireShared(c *scriptCall) (any, error) {
+	const name = "acquire-shared"
+	ttl, err := scriptInt(name, "TTL", c.args[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	fenced, guarded := c.args[2] == "1", c.args[3] != ""
+	if want := 3 + btoi(fenced) + btoi(guarded); !fenced && c.args[2] != "0" || len(c.keys) != want {
+		return nil, fmt.Errorf("ERR %s: %d keys do not match fenced %s, guard %s", name, len(c.keys), c.args[2], c.args[3])
+	}
+	if guarded {
+		if young, err := n.young(name, c, c.args[3]); young < 0 || err != nil {
+			return young, err
+		}
+	}
+	key, set := c.keys[0], c.keys[1]
+	r := n.readers(set, c.now)
+	if e, ok := n.live(key, c.now); ok && e.value != driver.SharedValue {
+		return int64(0), nil
+	}
+	if _, ok := n.live(c.keys[2], c.now); ok {
+		return int64(0), nil
+	}
+	if r == nil {
+		r = readers{}
+	}
+	r[c.args[0]] = c.now.UnixMilli() + ttl
+	n.data[set] = entry{zset: r}
+	n.data[key] = entry{value: driver.SharedValue}
+	n.stretch(key, set, c.now)
+	if !fenced {
+		return int64(1), nil
+	}
+	t, err := n.counter(c.keys[3], c.now)
+	if err != nil {
+		return nil, err
+	}
+	n.data[c.keys[3]] = entry{value: strconv.FormatInt(t+1, 10)}
+	return t + 1, nil
+}
+
+// extendShared is driver.ScriptExtendShared: a live reader's expiry
+// renewed.
+func (n *Node) extendShared(c *scriptCall) (any, error) {
+	ttl, err := scriptInt("extend-shared", "TTL", c.args[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	key, set := c.keys[0], c.keys[1]
+	r := n.readers(set, c.now)
+	e, ok := n.live(key, c.now)
+	if _, in := r[c.args[0]]; !ok || e.value != driver.SharedValue || !in {
+		return int64(0), nil
+	}
+	r[c.args[0]] = c.now.UnixMilli() + ttl
+	n.stretch(key, set, c.now)
+	return int64(1), nil
+}
+
+// releaseShared is driver.ScriptReleaseShared: a reader removed; the last
+// one deletes the key and hands it over.
+func (n *Node) releaseShared(c *scriptCall) (any, error) {
+	key, set := c.keys[0], c.keys[1]
+	r := n.readers(set, c.now)
+	if _, in := r[c.args[0]]; !in {
+		return int64(0), nil
+	}
+	delete(r, c.args[0])
+	if len(r) > 0 {
+		n.stretch(key, set, c.now)
+		return int64(1), nil
+	}
+	delete(n.data, set)
+	if e, ok := n.live(key, c.now); !ok || e.value != driver.SharedValue {
+		return int64(1), nil
+	}
+	delete(n.data, key)
+	return n.handOff(c, c.keys[2:], c.args[1:]), nil
+}
+
+// withdraw is driver.ScriptWithdraw: the lock released if it holds the
+// value, the writer mark set if readers hold it.
+func (n *Node) withdraw(c *scriptCall) (any, error) {
+	px, err := scriptInt("withdraw", "mark expiry", c.args[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := n.live(c.keys[0], c.now)
+	switch {
+	case ok && e.value == c.args[0]:
+		delete(n.data, c.keys[0])
+		return n.handOff(c, c.keys[2:], c.args[2:]), nil
+	case ok && e.value == driver.SharedValue:
+		n.data[c.keys[1]] = entry{value: "1", expires: c.now.Add(time.Duration(px) * time.Millisecond)}
+	}
+	return int64(0), nil
+}
+
+// readers trims the readers set at key of the members whose expiry has
+// passed, deleting it when none remain, and returns what remains (nil for
+// none); n.mu is held.
+func (n *Node) readers(key string, now time.Time) readers {
+	e, ok := n.live(key, now)
+	if !ok {
+		delete(n.data, key)
+		return nil
+	}
+	for m, expiry := range e.zset {
+		if expiry <= now.UnixMilli() {
+			delete(e.zset, m)
+		}
+	}
+	if len(e.zset) == 0 {
+		delete(n.data, key)
+		return nil
+	}
+	return e.zset
+}
+
+// liveReaders lists the readers set at key without trimming it: the
+// members whose expiry has not passed, soonest to expire first (ties by
+// member, as Redis orders them); n.mu is held.
+func (n *Node) liveReaders(key string, now time.Time) []reader {
+	e, _ := n.live(key, now)
+	var out []reader
+	for m, expiry := range e.zset {
+		if expiry > now.UnixMilli() {
+			out = append(out, reader{m, expiry})
+		}
+	}
+	slices.SortFunc(out, func(a, b reader) int {
+		return cmp.Or(cmp.Compare(a.expiry, b.expiry), strings.Compare(a.member, b.member))
+	})
+	return out
+}
+
+// stretch makes the readers set at set, and key while it holds
+// driver.SharedValue, expire with the set's last reader. A key that holds
+// anything else keeps its expiry. n.mu is held.
+func (n *Node) stretch(key, set string, now time.Time) {
+	s, ok := n.live(set, now)
+	if !ok || len(s.zset) == 0 {
+		return
+	}
+	last := int64(0)
+	for _, expiry := range s.zset {
+		last = max(last, expiry)
+	}
+	s.expires = time.UnixMilli(last)
+	n.data[set] = s
+	if e, ok := n.live(key, now); ok && e.value == driver.SharedValue {
+		e.expires = s.expires
+		n.data[key] = e
+	}
+}
+
+// live returns the entry at key if it exists and has not expired; n.mu is
+// held.
+func (n *Node) live(key string, now time.Time) (entry, bool) {
+	e, ok := n.data[key]
+	if !ok || !e.live(now) {
+		return entry{}, false
+	}
+	return e, true
+}
+
+// scriptInt reads an integer argument of at least least, or fails with an
+// error that names the script and what the argument is.
+func scriptInt(script, what, arg string, least int64) (int64, error) {
+	v, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || v < least {
+		return 0, fmt.Errorf("ERR %s: invalid %s %s", script, what, arg)
+	}
+	return v, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
