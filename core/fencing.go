@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync/atomic"
-
-	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // raiseFence is the second step of a fenced acquisition: it returns the
