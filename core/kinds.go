@@ -3,6 +3,7 @@ package core
 import (
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/quorumlock/quorumlock/core/driver"
 )
@@ -104,6 +105,14 @@ func (s *keySet) release(value string, herald bool) request {
 }
 
 func (s *keySet) withdraw(value string, herald bool) request { return s.release(value, herald) }
+
+// markTTL is how long a writer's mark keeps new readers out after its
+// last lost round: a fifth of the TTL, at least a second (four default
+// retry delays, so that a waiting writer renews it before it lapses), at
+// most the TTL. A writer that gives up holds readers back no longer.
+func markTTL(ttl time.Duration) time.Duration {
+	return min(max(ttl/5, time.Second), ttl)
+}
 
 // shared is a read lock: many readers at once, each in the key's readers
 // set with its own expiry, while the key holds driver.SharedValue; a
