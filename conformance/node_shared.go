@@ -305,6 +305,7 @@ func kindScriptArguments(t *testing.T, h Harness) {
 		{driver.ScriptAcquireAll, []string{k}, []string{"v", "1000", "1", "yes", ""}},
 		{driver.ScriptAcquireAll, []string{k}, []string{"v", "1000", "x", "0", ""}},
 		{driver.ScriptExtendAll, []string{k}, []string{"v", "0"}},
+		{driver.ScriptExtendAll, nil, []string{"v", "1000"}},
 		{driver.ScriptReleaseAll, []string{k}, []string{"v", "two"}},
 		{driver.ScriptAcquireShared, []string{k, readers, writer}, []string{"v", "-5", "0", ""}},
 		{driver.ScriptAcquireShared, []string{k, readers, writer}, []string{"v", "1000", "1", ""}},
