@@ -78,6 +78,7 @@ func (l *Locker) oneSlot(rkeys []string) error {
 func (s *keySet) stored() string { return s.rkeys[0] }
 func (s *keySet) queue() string  { return s.qkey }
 func (s *keySet) fenced() bool   { return s.fences != nil }
+func (s *keySet) shares() bool   { return false }
 
 func (s *keySet) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.fences, token)
@@ -155,6 +156,7 @@ func (l *Locker) newShared(key string) (*shared, error) {
 func (s *shared) stored() string { return s.rkey }
 func (s *shared) queue() string  { return s.qkey }
 func (s *shared) fenced() bool   { return s.isFenced }
+func (s *shared) shares() bool   { return true }
 
 func (s *shared) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.names[3:4], token)

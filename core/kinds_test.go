@@ -156,6 +156,28 @@ func TestSharedLocks(t *testing.T) {
 			require.NoError(t, w.Release(t.Context()))
 		})
 	})
+	t.Run("a writer's release hands the key to every reader queued together", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			w, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock)
+			for range 2 {
+				go func() {
+					r, err := l.AcquireShared(context.Background(), "k")
+					assert.NoError(t, err)
+					got <- r
+				}()
+			}
+			synctest.Wait() // both readers queued
+			start := time.Now()
+			require.NoError(t, w.Release(t.Context()))
+			r1, r2 := <-got, <-got
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "both handed over, neither polled")
+			require.NoError(t, r1.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
+		})
+	})
 	t.Run("fencing: a writer's token exceeds every reader's", func(t *testing.T) {
 		l, _ := newLocker(t, 3, core.WithFencing(true))
 		r1, err := l.TryAcquireShared(t.Context(), "k")

@@ -54,6 +54,9 @@ type lockKind interface {
 	stored() string
 	// queue is the key of its wait queue on the herald, "" if it has none.
 	queue() string
+	// shares reports whether locks of the kind hold a key together, so
+	// that their waiters are handed it together (driver.ReaderTicket).
+	shares() bool
 	// fenced reports whether a grant answers with a fencing counter,
 	// which raise brings to the token on a quorum (fencing.go).
 	fenced() bool
@@ -104,6 +107,7 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 func (m *mutex) stored() string { return m.rkey }
 func (m *mutex) queue() string  { return m.qkey }
 func (m *mutex) fenced() bool   { return m.fenceKey != "" }
+func (m *mutex) shares() bool   { return false }
 
 func (m *mutex) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, m.names[3:4], token)
