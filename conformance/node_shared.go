@@ -270,6 +270,10 @@ func withdrawScript(t *testing.T, h Harness) {
 	assert.Equal(t, int64(0), x.share(r, "r2", time.Minute), "no new reader while a writer waits")
 	assert.Equal(t, int64(1), x.extendShared(r, "r1", time.Minute), "the readers in go on")
 	assert.Equal(t, []string{"r1"}, x.readers(r))
+	readers, w := sideKeys(t, r)
+	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireShared, []string{r, readers, w}, "r3", "60000", "0", "", "1"),
+		"a reader handed the key (its ticket popped) passes the mark")
+	assert.Equal(t, []string{"r1", "r3"}, x.readers(r))
 }
 
 // inspectReaders: ScriptInspect lists a shared key's live readers with

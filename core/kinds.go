@@ -84,7 +84,7 @@ func (s *keySet) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.fences, token)
 }
 
-func (s *keySet) grant(value string) (plain, guarded request) {
+func (s *keySet) grant(value string, _ bool) (plain, guarded request) {
 	fenced := "0"
 	if s.fences != nil {
 		fenced = "1"
@@ -162,13 +162,18 @@ func (s *shared) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.names[3:4], token)
 }
 
-func (s *shared) grant(value string) (plain, guarded request) {
-	fenced, keys := "0", s.names[:len(s.names)-1]
+// grant is the reader's grant; handed (its ticket was popped: it queued
+// before any writer that waits now) passes the writer's mark.
+func (s *shared) grant(value string, handed bool) (plain, guarded request) {
+	fenced, keys, pass := "0", s.names[:len(s.names)-1], "0"
 	if s.isFenced {
 		fenced = "1"
 	}
-	plain = newRequest(driver.ScriptAcquireShared, keys, value, s.ttl, fenced, "")
-	guarded = newRequest(driver.ScriptAcquireShared, s.names, value, s.ttl, fenced, s.guard)
+	if handed {
+		pass = "1"
+	}
+	plain = newRequest(driver.ScriptAcquireShared, keys, value, s.ttl, fenced, "", pass)
+	guarded = newRequest(driver.ScriptAcquireShared, s.names, value, s.ttl, fenced, s.guard, pass)
 	return plain, guarded
 }
 

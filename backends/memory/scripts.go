@@ -66,7 +66,7 @@ var scriptImpls = map[driver.Script]scriptImpl{
 	driver.ScriptAcquireAll:     {span{1, many}, span{5, 5}, (*Node).acquireAll},
 	driver.ScriptExtendAll:      {span{1, many}, span{2, 2}, (*Node).extendAll},
 	driver.ScriptReleaseAll:     {span{1, many}, span{2, 3}, (*Node).releaseAll},
-	driver.ScriptAcquireShared:  {span{3, 5}, span{4, 4}, (*Node).acquireShared},
+	driver.ScriptAcquireShared:  {span{3, 5}, span{4, 5}, (*Node).acquireShared},
 	driver.ScriptExtendShared:   {span{2, 2}, span{2, 2}, (*Node).extendShared},
 	driver.ScriptReleaseShared:  {span{2, 3}, span{1, 2}, (*Node).releaseShared},
 	driver.ScriptWithdraw:       {span{2, 3}, span{2, 3}, (*Node).withdraw},

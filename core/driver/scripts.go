@@ -124,10 +124,13 @@ const (
 	// KEYS[2] its ReadersKey, KEYS[3] its WriterKey, then the fencing
 	// counter when fenced, then the birth key when guarded. ARGV[1] the
 	// reader's value, ARGV[2] the TTL in milliseconds, ARGV[3] "1" fenced
-	// or "0", ARGV[4] the guard's minimum age in milliseconds, or "".
-	// Guarded, a node too young answers -1 - age. It trims the expired
-	// readers; it answers 0 when the key holds anything but SharedValue (a
-	// writer holds it) or the writer mark exists (a writer waits).
+	// or "0", ARGV[4] the guard's minimum age in milliseconds, or "", and
+	// optionally ARGV[5] "1" when the reader was handed the key (its ticket
+	// was popped: it was queued before the waiting writer). Guarded, a
+	// node too young answers -1 - age. It trims the expired readers; it
+	// answers 0 when the key holds anything but SharedValue (a writer
+	// holds it) or, unless handed the key, the writer mark exists (a writer
+	// waits).
 	// Otherwise it adds the reader, expiring at the server's TIME plus the
 	// TTL, sets the key to SharedValue, makes the key and the set expire
 	// with their last reader, and answers 1, or, fenced, the counter

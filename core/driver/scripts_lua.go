@@ -181,7 +181,7 @@ if guarded then
 end
 redis.call("zremrangebyscore", KEYS[2], "-inf", string.format("%d", t))
 local v = redis.call("get", KEYS[1])
-if (v and v ~= shared) or redis.call("exists", KEYS[3]) == 1 then
+if (v and v ~= shared) or ARGV[5] ~= "1" and redis.call("exists", KEYS[3]) == 1 then
 	return 0
 end
 redis.call("zadd", KEYS[2], string.format("%d", t + ttl), ARGV[1])
