@@ -33,6 +33,18 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 	return l.newMutex(t.key)
 }
 
+// kindName names k for observers (Event.Lock): lockMulti, lockShared or
+// lockMutex.
+func kindName(k lockKind) string {
+	switch k.(type) {
+	case *keySet:
+		return lockMulti
+	case *shared:
+		return lockShared
+	}
+	return lockMutex
+}
+
 // setTarget returns the target of a multi-key lock on keys, sorted, or
 // refuses an empty set, an empty key or a key given twice.
 func setTarget(keys []string) (target, error) {
