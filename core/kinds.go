@@ -13,6 +13,18 @@ import (
 // each is safe over a quorum: docs/safety.md; their keys: docs/design.md,
 // shared and multi-key locks.
 
+// kindName names k for observers (Event.Lock): lockMulti, lockShared or
+// lockMutex.
+func kindName(k lockKind) string {
+	switch k.(type) {
+	case *keySet:
+		return lockMulti
+	case *shared:
+		return lockShared
+	}
+	return lockMutex
+}
+
 // keySet is a multi-key lock: every key of the set, granted all or none on
 // each node (ScriptAcquireAll) and held by one value. Each key holds the
 // value as a mutex's key does, so a mutex, a read lock or another set on
