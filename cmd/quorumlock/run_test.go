@@ -123,15 +123,16 @@ func TestRunExitStatus(t *testing.T) {
 	assert.Equal(t, "[]\n", r.stdout, "without --fencing no token, not even an inherited one")
 }
 
-// COMMAND is everything after KEY, or after KEY --, even a "--" of its
-// own.
+// COMMAND is everything after KEY when no "--" follows, or after the
+// first "--" after the keys, even a "--" of its own.
 func TestRunCommandLine(t *testing.T) {
 	t.Parallel()
 	addrs := serverAddrs(t)
 	for _, args := range [][]string{
-		{"run", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", key(t), "sh", "-c", `echo "$@"`, "_", "a", "b"},
 		{"run", key(t), "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
-		{"run", "--", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", "--", key(t), "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", key(t) + ":1", key(t) + ":2", "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
 	} {
 		r := runCLI(t, addrs, nil, args...)
 		assert.Equal(t, 0, r.code, "%q: %s", args, r.stderr)
