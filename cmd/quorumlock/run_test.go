@@ -268,4 +268,12 @@ func TestRunCluster(t *testing.T) {
 		r = runCLI(t, c.Addrs(), nil, "status", "--cluster", "--driver", d, k)
 		assert.Equal(t, exitFree, r.code, "%s: released: %s", d, r.stderr)
 	}
+	// Several keys must share a slot there: refused before any node is asked.
+	r := runCLI(t, c.Addrs(), nil, "run", "--cluster", "--node-timeout", "1s", key(t)+":a", key(t)+":b", "--", "echo", "ran")
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "one hash tag")
+	assert.Empty(t, r.stdout)
+	r = runCLI(t, c.Addrs(), nil, "run", "--cluster", "--node-timeout", "1s", "{"+key(t)+"}:a", "{"+key(t)+"}:b", "--", "echo", "ran")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "ran\n", r.stdout)
 }
