@@ -204,6 +204,9 @@ func TestStatusReaders(t *testing.T) {
 	for _, v := range []string{r1.Value(), r2.Value(), "stray"} {
 		assert.Regexp(t, `(?m)^    `+v+` +on [13] of 3 nodes`, r.stdout)
 	}
-	require.NoError(t, r1.Release(t.Context()))
 	require.NoError(t, r2.Release(t.Context()))
+	r = runCLI(t, addrs, nil, patient("status", k)...)
+	assert.Regexp(t, `^`+k+`: held by 1 reader on 3 of 3 nodes`, r.stdout)
+	assert.Regexp(t, `(?m)^  127\.0\.0\.1:\d+ +shared +[0-9.]+s +1 reader$`, r.stdout)
+	require.NoError(t, r1.Release(t.Context()))
 }

@@ -48,8 +48,8 @@ func printState(w io.Writer, st *core.KeyState, showValue bool) {
 	readers := readersOf(st)
 	switch {
 	case st.Held() && value == driver.SharedValue:
-		fmt.Fprintf(w, "%s: held by %d readers on %d of %d nodes (quorum %d), %s\n",
-			st.Key, heldCount(readers), on, len(st.Nodes), st.Quorum, leftText(ttl))
+		fmt.Fprintf(w, "%s: held by %s on %d of %d nodes (quorum %d), %s\n",
+			st.Key, readerCount(heldCount(readers)), on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case st.Held():
 		fmt.Fprintf(w, "%s: held on %d of %d nodes (quorum %d), %s\n", st.Key, on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case on > 0:
@@ -83,7 +83,7 @@ func nodeText(n core.NodeState, holder string, showValue bool) string {
 	case n.Value == "":
 		return "free"
 	case n.Value == driver.SharedValue:
-		fmt.Fprintf(&b, "shared\t%s\t%d readers", ttlText(n.TTL), len(n.Readers))
+		fmt.Fprintf(&b, "shared\t%s\t%s", ttlText(n.TTL), readerCount(len(n.Readers)))
 	case n.Value == holder:
 		fmt.Fprintf(&b, "held\t%s", ttlText(n.TTL))
 	default:
@@ -143,6 +143,14 @@ func readersOf(st *core.KeyState) []reader {
 		return cmp.Or(cmp.Compare(b.left, a.left), strings.Compare(a.value, b.value))
 	})
 	return readers
+}
+
+// readerCount says "1 reader" or "n readers".
+func readerCount(n int) string {
+	if n == 1 {
+		return "1 reader"
+	}
+	return fmt.Sprintf("%d readers", n)
 }
 
 // heldCount is how many of readers hold the key.
