@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,6 +162,13 @@ func splitCommand(args []string) (keys, command []string, err error) {
 			if strings.HasPrefix(a, "-") {
 				return nil, nil, fmt.Errorf("%q among the keys before --: put flags before KEY; "+
 					"a COMMAND with a -- of its own follows KEY --", a)
+			}
+			// "run KEY make -- x" meant COMMAND "make -- x" before several
+			// keys were allowed: refuse a key that is also a command rather
+			// than run x under the keys KEY and make.
+			if _, err := exec.LookPath(a); err == nil {
+				return nil, nil, fmt.Errorf("%q among the keys before -- is also a command: write KEY -- COMMAND to run it; "+
+					"to lock a key of that name, give it a prefix, such as {%s}:%s", a, keys[0], a)
 			}
 		}
 	} else if len(command) > 0 && strings.HasPrefix(command[0], "-") {
