@@ -295,7 +295,7 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if !followUp {
 		a.counted++
 	}
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken)
+	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken, a.counted < a.tries)
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(qe)
 	}
@@ -333,7 +333,7 @@ const splitRounds = 3
 func (a *acquisition) settle(splitErr *QuorumError) (*Lock, *QuorumError) {
 	for range splitRounds {
 		a.rounds++
-		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit)
+		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit, false)
 		switch {
 		case qe == nil:
 			return lock, nil

@@ -548,8 +548,9 @@ func detached(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// releaseAll asks every node to release value's hold of k (after a lost
-// round, withdraw it), but for the nodes in skipped, never sent it. With
+// releaseAll asks every node to release value's hold of k (with lost, the
+// clean-up of a round lost by an acquisition that waits: withdraw it),
+// but for the nodes in skipped, never sent it. With
 // notify, the herald also hands the lock to the oldest waiter in its
 // queue, and handed reports that it did. Nodes that answered prev, an
 // earlier release of the same value, are not asked again. A release to a
@@ -651,9 +652,10 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 
 // acquireOnce is one round of the Redlock algorithm for the lock k on key,
 // with the fencing step when k is fenced, a leaderRound after an empty
-// notice or a split. A failed round releases every node; it reports
-// whether that handed the key on.
-func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken wakeKind) (*Lock, *QuorumError, bool) {
+// notice or a split. A failed round releases every node (withdraws, when
+// the acquisition waits for another round: a writer marks that it waits);
+// it reports whether that handed the key on.
+func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken wakeKind, waits bool) (*Lock, *QuorumError, bool) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
@@ -682,7 +684,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken 
 
 	// Redlock rule 5: release every node, even after ctx ended. Only a round
 	// no notice started announces this release (docs/design.md, a round).
-	_, handed := l.releaseAll(detached(ctx), k, value, true, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
+	_, handed := l.releaseAll(detached(ctx), k, value, waits, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed
