@@ -3,7 +3,9 @@ package core
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/core/driver"
@@ -160,6 +162,45 @@ func (a *acquisition) newWaiter(force bool) waiter {
 		return a.l.newHandoffWaiter(a.ctx, a.kind, force)
 	}
 	return pollWaiter{ctx: a.ctx, clock: a.l.o.clock, closing: a.l.closing}
+}
+
+// target is what an acquisition takes: a key (a mutex, or with shared a
+// read lock), or with set a set of keys, in canonical order.
+type target struct {
+	key    string   // the key, or the set's keys joined by commas
+	set    []string // a multi-key lock's keys, sorted; nil otherwise
+	shared bool     // a read lock
+}
+
+// newKind returns the lock kind of t, or refuses keys the protocol cannot
+// use.
+func (l *Locker) newKind(t target) (lockKind, error) {
+	switch {
+	case t.set != nil:
+		return l.newKeySet(t.set)
+	case t.shared:
+		return l.newShared(t.key)
+	}
+	return l.newMutex(t.key)
+}
+
+// setTarget returns the target of a multi-key lock on keys, sorted, or
+// refuses an empty set, an empty key or a key given twice.
+func setTarget(keys []string) (target, error) {
+	if len(keys) == 0 {
+		return target{}, invalid("no keys")
+	}
+	set := slices.Clone(keys)
+	slices.Sort(set)
+	for i, k := range set {
+		switch {
+		case k == "":
+			return target{}, invalid("key is empty")
+		case i > 0 && set[i-1] == k:
+			return target{}, invalid("key %q is given twice", k)
+		}
+	}
+	return target{key: strings.Join(set, ","), set: set}, nil
 }
 
 // storedKeys returns the key as stored and, with fencing, its counter's

@@ -240,3 +240,47 @@ func ExampleLocker_Inspect() {
 	// held: true on 3 of 3 nodes
 	// by this lock: true for more than 9s: true
 }
+
+// AcquireAll holds several keys at once, all or none: a lock on any one of
+// them is refused while the set holds.
+func ExampleLocker_AcquireAll() {
+	ctx := context.Background()
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)))
+	defer locker.Close()
+
+	both, err := locker.AcquireAll(ctx, "{acct}:bob", "{acct}:alice")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(both.Key(), both.Keys())
+	_, err = locker.TryAcquire(ctx, "{acct}:bob")
+	fmt.Println(errors.Is(err, core.ErrNotAcquired))
+	_ = both.Release(ctx)
+	// Output:
+	// {acct}:alice,{acct}:bob [{acct}:alice {acct}:bob]
+	// true
+}
+
+// Shared locks hold a key together; a writer (the plain lock) waits until
+// the last of them is released.
+func ExampleLocker_AcquireShared() {
+	ctx := context.Background()
+	locker, _ := core.New(memory.AsNodes(memory.NewNodes(3)))
+	defer locker.Close()
+
+	r1, _ := locker.AcquireShared(ctx, "config")
+	r2, err := locker.TryAcquireShared(ctx, "config")
+	fmt.Println("second reader:", err == nil, r2.Shared())
+	_, err = locker.TryAcquire(ctx, "config")
+	fmt.Println("writer refused:", errors.Is(err, core.ErrNotAcquired))
+
+	_ = r1.Release(ctx)
+	_ = r2.Release(ctx)
+	w, err := locker.TryAcquire(ctx, "config")
+	fmt.Println("writer after the readers:", err == nil)
+	_ = w.Release(ctx)
+	// Output:
+	// second reader: true true
+	// writer refused: true
+	// writer after the readers: true
+}

@@ -3,7 +3,7 @@ package core
 import (
 	"slices"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/quorumlock/quorumlock/core/driver"
 )
@@ -12,45 +12,6 @@ import (
 // keys held all or none (keySet), and a shared (read) lock (shared). Why
 // each is safe over a quorum: docs/safety.md; their keys: docs/design.md,
 // shared and multi-key locks.
-
-// target is what an acquisition takes: a key (a mutex, or with shared a
-// read lock), or with set a set of keys, in canonical order.
-type target struct {
-	key    string   // the key, or the set's keys joined by commas
-	set    []string // a multi-key lock's keys, sorted; nil otherwise
-	shared bool     // a read lock
-}
-
-// newKind returns the lock kind of t, or refuses keys the protocol cannot
-// use.
-func (l *Locker) newKind(t target) (lockKind, error) {
-	switch {
-	case t.set != nil:
-		return l.newKeySet(t.set)
-	case t.shared:
-		return l.newShared(t.key)
-	}
-	return l.newMutex(t.key)
-}
-
-// setTarget returns the target of a multi-key lock on keys, sorted, or
-// refuses an empty set, an empty key or a key given twice.
-func setTarget(keys []string) (target, error) {
-	if len(keys) == 0 {
-		return target{}, invalid("no keys")
-	}
-	set := slices.Clone(keys)
-	slices.Sort(set)
-	for i, k := range set {
-		switch {
-		case k == "":
-			return target{}, invalid("key is empty")
-		case i > 0 && set[i-1] == k:
-			return target{}, invalid("key %q is given twice", k)
-		}
-	}
-	return target{key: strings.Join(set, ","), set: set}, nil
-}
 
 // keySet is a multi-key lock: every key of the set, granted all or none on
 // each node (ScriptAcquireAll) and held by one value. Each key holds the
@@ -144,6 +105,14 @@ func (s *keySet) release(value string, herald bool) request {
 }
 
 func (s *keySet) withdraw(value string, herald bool) request { return s.release(value, herald) }
+
+// markTTL is how long a writer's mark keeps new readers out after its
+// last lost round: a fifth of the TTL, at least a second (four default
+// retry delays, so that a waiting writer renews it before it lapses), at
+// most the TTL. A writer that gives up holds readers back no longer.
+func markTTL(ttl time.Duration) time.Duration {
+	return min(max(ttl/5, time.Second), ttl)
+}
 
 // shared is a read lock: many readers at once, each in the key's readers
 // set with its own expiry, while the key holds driver.SharedValue; a

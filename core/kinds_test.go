@@ -120,6 +120,23 @@ func TestSharedLocks(t *testing.T) {
 		require.NoError(t, r.Extend(t.Context()), "a reader already in stays")
 		require.NoError(t, r.Release(t.Context()))
 	})
+	t.Run("a writer that gives up holds readers back a fifth of the TTL", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3) // TTL 10 s: the mark lasts 2 s
+			r, err := l.TryAcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			_, err = l.TryAcquire(t.Context(), "k")
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+			time.Sleep(2*time.Second - 10*time.Millisecond)
+			_, err = l.TryAcquireShared(t.Context(), "k")
+			require.ErrorIs(t, err, core.ErrNotAcquired, "the mark still holds")
+			time.Sleep(20 * time.Millisecond)
+			r2, err := l.TryAcquireShared(t.Context(), "k")
+			require.NoError(t, err, "the mark has lapsed")
+			require.NoError(t, r.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
+		})
+	})
 	t.Run("the last reader's release hands the key to a waiting writer", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l, _ := newLocker(t, 3)

@@ -36,6 +36,9 @@ type Locker struct {
 
 	queueTTL  string // expiry of a wait queue, in milliseconds
 	ttlMillis string // the TTL in milliseconds, for scripts
+	// markMillis is how long a lost round's mark that a writer waits
+	// behind shared holders lasts (markTTL), in milliseconds.
+	markMillis string
 
 	guarded     []bool        // per node: the restart guard applies
 	guardMin    time.Duration // the age from which a guarded node votes
@@ -112,6 +115,7 @@ func New(nodes []Node, opts ...Option) (*Locker, error) {
 	}
 	l.queueTTL = millis(max(queueTTL, time.Second))
 	l.ttlMillis = millis(o.ttl)
+	l.markMillis = millis(markTTL(o.ttl))
 	l.obs, l.hooks = observing(o.observers)
 	if err := l.setGuard(); err != nil {
 		return nil, err

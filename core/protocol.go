@@ -77,8 +77,8 @@ type lockKind interface {
 // PX (or a script, with fencing or the restart guard), as redsync and
 // node-redlock set it.
 type mutex struct {
-	rkey, qkey, fenceKey string
-	ttl, guardMillis     string // in milliseconds, for the scripts
+	rkey, qkey, fenceKey   string
+	ttl, guardMillis, mark string // in milliseconds, for the scripts
 	// names backs the requests' keys: rkey and qkey (the herald's release,
 	// or rkey alone), rkey and fenceKey (the fenced grant), rkey, BirthKey
 	// and fenceKey (the guarded grant, without fenceKey when not fenced).
@@ -92,7 +92,7 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mutex{rkey: rkey, fenceKey: fence, ttl: l.ttlMillis, guardMillis: l.guardMillis}
+	m := &mutex{rkey: rkey, fenceKey: fence, ttl: l.ttlMillis, guardMillis: l.guardMillis, mark: l.markMillis}
 	// A key whose queue cannot share its cluster slot has none: waiters poll.
 	if q, ok := driver.QueueKey(rkey); ok {
 		m.qkey = q
@@ -142,9 +142,9 @@ func (m *mutex) withdraw(value string, herald bool) request {
 		return m.release(value, herald)
 	}
 	if !herald || m.qkey == "" {
-		return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark}, value, m.ttl)
+		return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark}, value, m.mark)
 	}
-	return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark, m.qkey}, value, m.ttl, driver.ReleaseChannel(m.rkey))
+	return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark, m.qkey}, value, m.mark, driver.ReleaseChannel(m.rkey))
 }
 
 // send makes request r to node i and returns the reply: SET NX PX's as 1

@@ -120,6 +120,9 @@ const luaExtendAll = `local ttl = int(ARGV[2])
 if not ttl or ttl < 1 then
 	return redis.error_reply("ERR extend-all: invalid TTL " .. tostring(ARGV[2]))
 end
+if #KEYS < 1 then
+	return redis.error_reply("ERR extend-all: no keys")
+end
 for i = 1, #KEYS do
 	if redis.call("get", KEYS[i]) ~= ARGV[1] then
 		return 0
