@@ -26,6 +26,7 @@ var kindScripts = []struct {
 	{"AcquireSharedGuarded", acquireSharedGuarded},
 	{"ExtendSharedScript", extendSharedScript},
 	{"ReleaseSharedScript", releaseSharedScript},
+	{"ReadersHandedTogether", readersHandedTogether},
 	{"WithdrawScript", withdrawScript},
 	{"InspectReaders", inspectReaders},
 	{"RaiseFenceScript", raiseFenceScript},

@@ -202,6 +202,34 @@ func releaseSharedScript(t *testing.T, h Harness) {
 	x.holds(w, "writer", time.Minute, "the last stale reader leaves the writer's key")
 }
 
+// readersHandedTogether: a release whose queue begins with shared
+// waiters' tickets (driver.ReaderTicket) hands the key to every one of
+// them at once, and to none queued behind the first other ticket, which
+// the next release hands it to alone.
+func readersHandedTogether(t *testing.T, h Harness) {
+	x, k := sharedNode(t, h), key(t)
+	r1, r2, w, r3 := watchOwner+".R1", watchOwner+".R2", watchOwner+".3", watchOwner+".R4"
+	require.True(t, driver.ReaderTicket(r1) && !driver.ReaderTicket(w))
+	var q string
+	for _, ticket := range []string{r1, r2, w, r3} {
+		q = x.enqueue(k, ticket)
+	}
+	notes, watched := x.watching(k, watchOwner)
+	x.set(k, "writer", time.Minute)
+	assert.Equal(t, int64(2), x.run(driver.ScriptRelease, []string{k, q}, "writer", driver.ReleaseChannel(k)))
+	if watched {
+		assert.Equal(t, r1, notes.await(t, 5*time.Second, "the first reader is handed the key"))
+		assert.Equal(t, r2, notes.await(t, 5*time.Second, "and the reader queued behind it"))
+	}
+	assert.Zero(t, x.queued(k, r1), "popped")
+	assert.Zero(t, x.queued(k, r2), "popped with the first")
+
+	x.set(k, "writer2", time.Minute)
+	assert.Equal(t, int64(2), x.run(driver.ScriptRelease, []string{k, q}, "writer2", driver.ReleaseChannel(k)))
+	assert.Zero(t, x.queued(k, w), "the writer's ticket, alone")
+	assert.Equal(t, int64(1), x.queued(k, r3), "a reader behind the writer waits for the next release")
+}
+
 // withdrawScript: on the value, a release (with hand-off); on readers,
 // the writer mark that refuses new readers while the old ones go on;
 // otherwise nothing.
@@ -242,6 +270,10 @@ func withdrawScript(t *testing.T, h Harness) {
 	assert.Equal(t, int64(0), x.share(r, "r2", time.Minute), "no new reader while a writer waits")
 	assert.Equal(t, int64(1), x.extendShared(r, "r1", time.Minute), "the readers in go on")
 	assert.Equal(t, []string{"r1"}, x.readers(r))
+	readers, w := sideKeys(t, r)
+	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireShared, []string{r, readers, w}, "r3", "60000", "0", "", "1"),
+		"a reader handed the key (its ticket popped) passes the mark")
+	assert.Equal(t, []string{"r1", "r3"}, x.readers(r))
 }
 
 // inspectReaders: ScriptInspect lists a shared key's live readers with

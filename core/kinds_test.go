@@ -156,6 +156,59 @@ func TestSharedLocks(t *testing.T) {
 			require.NoError(t, w.Release(t.Context()))
 		})
 	})
+	t.Run("a writer's release hands the key to every reader queued together", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			w, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock)
+			for range 2 {
+				go func() {
+					r, err := l.AcquireShared(context.Background(), "k")
+					assert.NoError(t, err)
+					got <- r
+				}()
+			}
+			synctest.Wait() // both readers queued
+			start := time.Now()
+			require.NoError(t, w.Release(t.Context()))
+			r1, r2 := <-got, <-got
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "both handed over, neither polled")
+			require.NoError(t, r1.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
+		})
+	})
+	t.Run("readers handed the key pass the mark of the writer before them", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			r, err := l.AcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			writer := make(chan *core.Lock)
+			go func() {
+				w, err := l.Acquire(context.Background(), "k") // loses to r: marks, queues
+				assert.NoError(t, err)
+				writer <- w
+			}()
+			synctest.Wait()
+			require.NoError(t, r.Release(t.Context()))
+			w := <-writer
+			readers := make(chan *core.Lock)
+			for range 2 {
+				go func() {
+					r, err := l.AcquireShared(context.Background(), "k")
+					assert.NoError(t, err)
+					readers <- r
+				}()
+			}
+			synctest.Wait()
+			start := time.Now()
+			require.NoError(t, w.Release(t.Context()))
+			r1, r2 := <-readers, <-readers
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "handed over despite the writer's fresh mark")
+			require.NoError(t, r1.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
+		})
+	})
 	t.Run("fencing: a writer's token exceeds every reader's", func(t *testing.T) {
 		l, _ := newLocker(t, 3, core.WithFencing(true))
 		r1, err := l.TryAcquireShared(t.Context(), "k")

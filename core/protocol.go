@@ -54,14 +54,18 @@ type lockKind interface {
 	stored() string
 	// queue is the key of its wait queue on the herald, "" if it has none.
 	queue() string
+	// shares reports whether locks of the kind hold a key together, so
+	// that their waiters are handed it together (driver.ReaderTicket).
+	shares() bool
 	// fenced reports whether a grant answers with a fencing counter,
 	// which raise brings to the token on a quorum (fencing.go).
 	fenced() bool
 	// raise returns the request that raises its fencing counters to token.
 	raise(token string) request
 	// grant returns the requests that acquire value on a node, without
-	// and with the restart guard.
-	grant(value string) (plain, guarded request)
+	// and with the restart guard; handed says the round was woken by its
+	// own ticket: the lock was handed to it.
+	grant(value string, handed bool) (plain, guarded request)
 	// extend returns the request that resets value's TTL on a node.
 	extend(value string) request
 	// release returns the request that deletes value on a node; on the
@@ -104,12 +108,13 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 func (m *mutex) stored() string { return m.rkey }
 func (m *mutex) queue() string  { return m.qkey }
 func (m *mutex) fenced() bool   { return m.fenceKey != "" }
+func (m *mutex) shares() bool   { return false }
 
 func (m *mutex) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, m.names[3:4], token)
 }
 
-func (m *mutex) grant(value string) (plain, guarded request) {
+func (m *mutex) grant(value string, _ bool) (plain, guarded request) {
 	guarded = newRequest(driver.ScriptAcquireGuarded, m.names[4:7], value, m.ttl, m.guardMillis)
 	switch {
 	case m.fenceKey == "":
@@ -163,13 +168,13 @@ func (l *Locker) send(ctx context.Context, i int, r *request) (any, error) {
 // grantCall is what an acquiring round asks node i: k's grant of value,
 // guarded where the restart guard applies. A fenced grant's counters go
 // to the returned slice; a young node's refusal is a restartGuardError.
-func (l *Locker) grantCall(k lockKind, value string) (nodeCall, []atomic.Int64) {
+func (l *Locker) grantCall(k lockKind, value string, handed bool) (nodeCall, []atomic.Int64) {
 	var counters []atomic.Int64 // atomic: a suspect call may write after the round
 	if k.fenced() {
 		counters = make([]atomic.Int64, len(l.nodes))
 	}
 	st := new(struct{ plain, guarded request }) // one allocation
-	st.plain, st.guarded = k.grant(value)
+	st.plain, st.guarded = k.grant(value, handed)
 	return func(ctx context.Context, i int) (bool, error) {
 		r := &st.plain
 		if l.guarded != nil && l.guarded[i] {
@@ -654,7 +659,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken 
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
-	call, counters := l.grantCall(k, value)
+	call, counters := l.grantCall(k, value, woken == wokenByTicket)
 
 	var results []NodeResult
 	if (woken == wokenByNotice || woken == wokenBySplit) && len(l.nodes) > 1 {

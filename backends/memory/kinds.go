@@ -160,7 +160,7 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	if e, ok := n.live(key, c.now); ok && e.value != driver.SharedValue {
 		return int64(0), nil
 	}
-	if _, ok := n.live(c.keys[2], c.now); ok {
+	if _, ok := n.live(c.keys[2], c.now); ok && (len(c.args) < 5 || c.args[4] != "1") {
 		return int64(0), nil
 	}
 	if r == nil {
