@@ -370,6 +370,17 @@ func (h *holder) target() holder {
 	return holder{key: h.key, keys: h.keys, set: h.set, shared: h.shared}
 }
 
+// lockName names h's kind as Event.Lock does.
+func (h *holder) lockName() string {
+	switch {
+	case h.shared:
+		return "shared"
+	case h.set:
+		return "multi"
+	}
+	return "mutex"
+}
+
 // shares reports whether h and o have a key in common.
 func (h *holder) shares(o *holder) bool {
 	return slices.ContainsFunc(h.keys, func(k string) bool { return slices.Contains(o.keys, k) })
@@ -664,7 +675,7 @@ func (w *world) took(ml *modelLocker, h holder, lock *core.Lock, start time.Time
 // its validity then.
 func (w *world) atRisk(r *lockRec, cause error, left time.Duration) {
 	now := time.Now()
-	failed, endedNow := w.extensionFailed(r.locker.id, r.key, r.from, now)
+	failed, endedNow := w.extensionFailed(r.locker.id, r.target(), r.from, now)
 	n, need := w.holding(r.target(), r.value, r.from)
 	w.mu.Lock()
 	// A Release (Close's too) that began may have deleted it since.
@@ -684,10 +695,10 @@ func (w *world) atRisk(r *lockRec, cause error, left time.Duration) {
 	}
 }
 
-// extKey names a Locker's locks of one key.
+// extKey names a Locker's locks of one key and kind (Event.Lock).
 type extKey struct {
-	locker int
-	key    string
+	locker    int
+	key, kind string
 }
 
 // extFailures are the ends of a key's failed extensions.
@@ -707,17 +718,17 @@ func (o modelObserver) Observe(_ context.Context, e core.Event) {
 	if e.Kind != core.OpExtend || !errors.Is(e.Err, core.ErrUnavailable) {
 		return
 	}
-	v, _ := o.w.extFailed.LoadOrStore(extKey{o.locker, e.Key}, new(extFailures))
+	v, _ := o.w.extFailed.LoadOrStore(extKey{o.locker, e.Key, e.Lock}, new(extFailures))
 	f := v.(*extFailures)
 	f.mu.Lock()
 	f.ends = append(f.ends, e.Start.Add(e.Duration))
 	f.mu.Unlock()
 }
 
-// extensionFailed reports whether an extension of key by a Locker failed
-// between from and now, and whether one ended at now.
-func (w *world) extensionFailed(locker int, key string, from, now time.Time) (failed, endedNow bool) {
-	v, ok := w.extFailed.Load(extKey{locker, key})
+// extensionFailed reports whether an extension of h's key and kind by a
+// Locker failed between from and now, and whether one ended at now.
+func (w *world) extensionFailed(locker int, h holder, from, now time.Time) (failed, endedNow bool) {
+	v, ok := w.extFailed.Load(extKey{locker, h.key, h.lockName()})
 	if !ok {
 		return false, false
 	}
@@ -953,7 +964,7 @@ func (w *world) doAtRisk(d *doRec) {
 	if !errors.Is(cause, core.ErrLockAtRisk) {
 		return
 	}
-	failed, _ := w.extensionFailed(d.locker.id, d.key, from, time.Now())
+	failed, _ := w.extensionFailed(d.locker.id, d.target(), from, time.Now())
 	n, need := w.holding(d.target(), value, from)
 	switch {
 	case !errors.Is(cause, core.ErrLockLost):
