@@ -640,7 +640,10 @@ func (w *world) took(ml *modelLocker, h holder, lock *core.Lock, start time.Time
 		w.violate("L%d acquired %s (shared %v), but its lock says key %q, keys %q, shared %v",
 			ml.id, h.key, h.shared, lock.Key(), lock.Keys(), lock.Shared())
 	}
-	err, validity := lock.Err(), lock.Validity()
+	// Validity first: a Close that releases the lock between the two reads
+	// leaves Err saying so, where the other order read nil, then no validity.
+	validity := lock.Validity()
+	err := lock.Err()
 	// Read after the lock: a Close that released it had begun by then.
 	w.mu.Lock()
 	closing := !ml.closing.IsZero()
