@@ -314,11 +314,13 @@ func voteOf(s driver.Script, reply any) (bool, error) {
 }
 
 // answerOf reads the reply of a compare-and-act script: 1 is yes, 0 or nil
-// no, 2 (release only) yes and handed over, anything else an error.
+// no, 2 (a release or a withdrawal, of any kind) yes and handed over,
+// anything else an error.
 func answerOf(s driver.Script, reply any) (int64, error) {
 	switch v := reply.(type) {
 	case int64:
-		if v == 0 || v == 1 || (v == 2 && s == driver.ScriptRelease) {
+		handsOver := s == driver.ScriptRelease || s == driver.ScriptReleaseAll || s == driver.ScriptReleaseShared || s == driver.ScriptWithdraw
+		if v == 0 || v == 1 || (v == 2 && handsOver) {
 			return v, nil
 		}
 	case nil:

@@ -322,3 +322,21 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Readers reads a readers set directly (set is named as driver.ReadersKey
+// names it): each live reader's value and remaining TTL, nil when none.
+// Tests use it as they use Get: it counts no call and works on a stopped
+// or paused node.
+func (n *Node) Readers(set string) map[string]time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock.Now()
+	var out map[string]time.Duration
+	for _, r := range n.liveReaders(set, now) {
+		if out == nil {
+			out = map[string]time.Duration{}
+		}
+		out[r.member] = time.UnixMilli(r.expiry).Sub(now)
+	}
+	return out
+}
