@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
@@ -154,9 +155,16 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.c.errorHandler(w, r, &Error{Status: http.StatusBadRequest, Err: ErrNoKey})
 		return
 	}
-	key = m.c.keyPrefix + key
+	keys := []string{key}
+	if m.c.keySep != "" {
+		keys = strings.Split(key, m.c.keySep)
+	}
+	for i := range keys {
+		keys[i] = m.c.keyPrefix + keys[i]
+	}
+	key = strings.Join(keys, ",")
 
-	lock, err := m.acquire(r.Context(), key, m.c.sharedReads && safe(r.Method))
+	lock, err := m.acquire(r.Context(), keys, m.c.sharedReads && safe(r.Method))
 	if err != nil {
 		m.refuse(w, r, key, err)
 		return
@@ -177,19 +185,27 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lockKey{}, lock)))
 }
 
-// acquire takes the lock on key, shared or exclusive, once or waiting up
-// to WithWait.
-func (m *middleware) acquire(ctx context.Context, key string, shared bool) (*core.Lock, error) {
-	try, wait := m.locker.TryAcquire, m.locker.Acquire
-	if shared {
-		try, wait = m.locker.TryAcquireShared, m.locker.AcquireShared
+// acquire takes the lock on keys, shared (one key) or exclusive, once or
+// waiting up to WithWait.
+func (m *middleware) acquire(ctx context.Context, keys []string, shared bool) (*core.Lock, error) {
+	try, wait := m.locker.TryAcquireAll, m.locker.AcquireAll
+	if len(keys) == 1 {
+		try, wait = oneKey(m.locker.TryAcquire), oneKey(m.locker.Acquire)
+		if shared {
+			try, wait = oneKey(m.locker.TryAcquireShared), oneKey(m.locker.AcquireShared)
+		}
 	}
 	if m.c.wait == 0 {
-		return try(ctx, key)
+		return try(ctx, keys...)
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.c.wait)
 	defer cancel()
-	return wait(ctx, key)
+	return wait(ctx, keys...)
+}
+
+// oneKey adapts an acquisition of one key to a list of one.
+func oneKey(f func(context.Context, string) (*core.Lock, error)) func(context.Context, ...string) (*core.Lock, error) {
+	return func(ctx context.Context, keys ...string) (*core.Lock, error) { return f(ctx, keys[0]) }
 }
 
 // safe reports whether method is safe (RFC 9110, section 9.2.1): a read
@@ -214,8 +230,11 @@ func (m *middleware) release(r *http.Request, lock *core.Lock) {
 func (m *middleware) refuse(w http.ResponseWriter, r *http.Request, key string, err error) {
 	e := &Error{Status: http.StatusInternalServerError, Key: key, Err: err}
 	qe := (*core.QuorumError)(nil)
+	isQE := errors.As(err, &qe)
 	switch {
-	case errors.As(err, &qe) && qe.Reason == core.ErrNodeRestarted: // servers too young to vote yet
+	case !isQE && errors.Is(err, core.ErrInvalidArgument): // the request's keys (WithKeySeparator)
+		e.Status = http.StatusBadRequest
+	case isQE && qe.Reason == core.ErrNodeRestarted: // servers too young to vote yet
 		e.Status, e.RetryAfter = http.StatusServiceUnavailable, m.c.retryAfter
 	case errors.Is(err, core.ErrUnavailable), errors.Is(err, core.ErrValidityExpired),
 		errors.Is(err, core.ErrClosed), r.Context().Err() != nil:

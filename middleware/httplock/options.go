@@ -49,6 +49,7 @@ type config struct {
 	passUnkeyed    bool
 	sharedReads    bool
 	keyPrefix      string
+	keySep         string // "": one key per request
 	errorHandler   func(w http.ResponseWriter, r *http.Request, err error)
 	err            error // the first invalid option
 }
@@ -165,6 +166,23 @@ func WithSharedReads(on bool) Option {
 // core.WithKeyPrefix).
 func WithKeyPrefix(prefix string) Option {
 	return option{func(c *config) { c.keyPrefix = prefix }, "WithKeyPrefix(" + strconv.Quote(prefix) + ")"}
+}
+
+// WithKeySeparator makes the KeyFunc's key a list of keys split at sep,
+// all held at once, all or none (Locker.AcquireAll): with
+// WithKeySeparator(",") and Header("X-Accounts"), a request sent with
+// "alice,bob" holds both, and no request holding either runs beside it.
+// Each key gets WithKeyPrefix. A request with several keys holds them
+// exclusively whatever its method (a shared lock covers one key); one with
+// an empty key among them, or a key given twice, is refused with 400 Bad
+// Request. An empty sep is invalid.
+// Default: none, the key is one key.
+func WithKeySeparator(sep string) Option {
+	name := "WithKeySeparator(" + strconv.Quote(sep) + ")"
+	if sep == "" {
+		return option{func(c *config) { c.invalid("empty key separator") }, name}
+	}
+	return option{func(c *config) { c.keySep = sep }, name}
 }
 
 // WithErrorHandler sets the function that answers a request the middleware

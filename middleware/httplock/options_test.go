@@ -26,6 +26,7 @@ func TestOptionsShowAsWritten(t *testing.T) {
 		"WithPassUnkeyed":    httplock.WithPassUnkeyed(true),
 		"WithSharedReads":    httplock.WithSharedReads(true),
 		"WithKeyPrefix":      httplock.WithKeyPrefix("http:"),
+		"WithKeySeparator":   httplock.WithKeySeparator(","),
 		"WithErrorHandler":   httplock.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}),
 	})
 	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)))

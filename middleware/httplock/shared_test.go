@@ -3,6 +3,7 @@ package httplock_test
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -94,8 +95,8 @@ func TestSharedReads(t *testing.T) {
 	w := serve(t, h.mux, http.MethodPost, "/orders/1")
 	assert.Equal(t, http.StatusLocked, w.Code, "a write waits for the reads")
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
-	assert.Equal(t, http.StatusLocked, serve(t, h.mux, http.MethodGet, "/orders/1").Code,
-		"once a write waited, new reads wait behind it")
+	assert.Equal(t, http.StatusOK, serve(t, h.mux, http.MethodGet, "/orders/1").Code,
+		"a write that did not wait (no WithWait) keeps no new read out")
 	h.release(t, "get", get)
 	h.release(t, "head", head)
 	h.release(t, "options", options)
@@ -147,4 +148,34 @@ func TestSharedReadsOff(t *testing.T) {
 	assert.Equal(t, "GET shared=false", got)
 	assert.Equal(t, http.StatusLocked, serve(t, h.mux, http.MethodGet, "/orders/1").Code)
 	h.release(t, "get", code)
+}
+
+// WithKeySeparator: a request holds every key of its list at once; one
+// whose list overlaps a held one is busy, a disjoint one runs beside it;
+// a list with a key given twice is a bad request.
+func TestKeySeparator(t *testing.T) {
+	locker := newLocker(t, redistest.SharedServers(t, 3))
+	mw, err := httplock.New(locker, httplock.Header("X-Keys"), httplock.WithKeySeparator(","), freshPrefix(t))
+	require.NoError(t, err)
+	entered, gate := make(chan []string, 1), make(chan struct{})
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lock, _ := httplock.FromContext(r.Context())
+		if r.Header.Get("X-Hold") != "" {
+			entered <- lock.Keys()
+			<-gate
+		}
+	}))
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	defer open() // a failed check lets the holder go
+	code := make(chan int, 1)
+	go func() { code <- serve(t, h, http.MethodGet, "/", "X-Keys", "b,a", "X-Hold", "1").Code }()
+	assert.Len(t, <-entered, 2, "the request holds both keys")
+	assert.Equal(t, http.StatusLocked, serve(t, h, http.MethodPost, "/", "X-Keys", "c,b").Code, "an overlapping list is busy")
+	assert.Equal(t, http.StatusLocked, serve(t, h, http.MethodGet, "/", "X-Keys", "a").Code, "one key of the list is busy")
+	assert.Equal(t, http.StatusOK, serve(t, h, http.MethodPost, "/", "X-Keys", "c,d").Code, "a disjoint list runs beside it")
+	assert.Equal(t, http.StatusBadRequest, serve(t, h, http.MethodPost, "/", "X-Keys", "c,c").Code, "a key given twice")
+	open()
+	assert.Equal(t, http.StatusOK, <-code)
+	assert.Equal(t, http.StatusOK, serve(t, h, http.MethodPost, "/", "X-Keys", "c,b").Code, "free again")
 }
