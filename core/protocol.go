@@ -309,17 +309,28 @@ func voteOf(s driver.Script, reply any) (bool, error) {
 }
 
 // answerOf reads the reply of a compare-and-act script: 1 is yes, 0 or nil
-// no, 2 (release only) yes and handed over, anything else an error.
+// no, 2 (the releases of every kind only) yes and handed over, anything
+// else an error.
 func answerOf(s driver.Script, reply any) (int64, error) {
 	switch v := reply.(type) {
 	case int64:
-		if v == 0 || v == 1 || (v == 2 && s == driver.ScriptRelease) {
+		if v == 0 || v == 1 || (v == 2 && handsOver(s)) {
 			return v, nil
 		}
 	case nil:
 		return 0, nil
 	}
 	return 0, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.Name())
+}
+
+// handsOver reports whether s is a release that can hand the lock to a
+// waiter, answering 2.
+func handsOver(s driver.Script) bool {
+	switch s {
+	case driver.ScriptRelease, driver.ScriptReleaseAll, driver.ScriptReleaseShared, driver.ScriptWithdraw:
+		return true
+	}
+	return false
 }
 
 // bit is s's bit in Locker.loaded.
