@@ -190,6 +190,14 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 			}
 		}
 	})
+	t.Run("MultiKey", func(t *testing.T) {
+		t.Parallel()
+		runKind(t, h, cfg, runMultiKey, runMultiKeyLifecycle)
+	})
+	t.Run("Shared", func(t *testing.T) {
+		t.Parallel()
+		runKind(t, h, cfg, runShared, runSharedLifecycle)
+	})
 	t.Run("MutualExclusion", func(t *testing.T) {
 		for _, s := range cfg.strategies {
 			if strings.HasSuffix(s.Name, "-stop") {
@@ -198,6 +206,21 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 			t.Run(s.Name, func(t *testing.T) { mutualExclusion(t, h, s, 32, cfg.increments) })
 		}
 	})
+}
+
+// runKind runs the checks of a lock kind: those of matrix at each point
+// of cfg's matrix (N=<n>/<strategy>), and those of lifecycle once, since
+// they are not about strategies.
+func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), lifecycle func(*testing.T, Harness)) {
+	for _, n := range cfg.sizes {
+		for _, s := range cfg.strategies {
+			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
+				t.Parallel()
+				matrix(t, h, n, s)
+			})
+		}
+	}
+	lifecycle(t, h)
 }
 
 // begin starts a run: it applies opts, makes the harness, and arranges for
@@ -302,8 +325,9 @@ func valuesOf(t *testing.T, s Servers, key string) []string {
 	return out
 }
 
-func repeat(v string, n int) []string {
-	out := make([]string, n)
+// repeat returns n copies of v.
+func repeat[T any](v T, n int) []T {
+	out := make([]T, n)
 	for i := range out {
 		out[i] = v
 	}
