@@ -131,15 +131,15 @@ func readersShare(t *testing.T, h Harness, n int, s Strategy) {
 func readersAndWritersExclude(t *testing.T, h Harness, n int, s Strategy) {
 	const readers, writers, rounds = 3, 2, 4
 	servers := h.Shared(t, n)
-	// A writer's lost round keeps new readers out for one TTL: a short
-	// one keeps the check short.
+	// A writer's lost round keeps new readers out for a while (at least
+	// 1 s, at most the TTL): a short TTL keeps the check short.
 	lockers := contenders(t, servers, s, 2, core.WithTTL(time.Second))
 	ctx, k := t.Context(), key(t)
 	var (
-		readersIn, writersIn, register, violations atomic.Int64
-		met                                        = make(chan struct{})
-		meeting                                    sync.WaitGroup
-		wg                                         sync.WaitGroup
+		st      rwState
+		met     = make(chan struct{})
+		meeting sync.WaitGroup
+		wg      sync.WaitGroup
 	)
 	meeting.Add(readers)
 	go func() { meeting.Wait(); close(met) }()
@@ -150,21 +150,9 @@ func readersAndWritersExclude(t *testing.T, h Harness, n int, s Strategy) {
 				return
 			}
 			for range rounds {
-				r, err := l.AcquireShared(ctx, k)
-				if !assert.NoError(t, err, "reader") {
+				if !st.read(ctx, t, l, k) {
 					return
 				}
-				readersIn.Add(1)
-				v := register.Load()
-				if writersIn.Load() != 0 {
-					violations.Add(1)
-				}
-				assert.NoError(t, r.Extend(ctx), "a held reader extends")
-				if writersIn.Load() != 0 || register.Load() != v {
-					violations.Add(1)
-				}
-				readersIn.Add(-1)
-				assert.NoError(t, r.Release(ctx))
 			}
 		})
 	}
@@ -177,25 +165,67 @@ func readersAndWritersExclude(t *testing.T, h Harness, n int, s Strategy) {
 				return
 			}
 			for range rounds {
-				w, err := l.Acquire(ctx, k)
-				if !assert.NoError(t, err, "writer") {
+				if !st.write(ctx, t, l, k) {
 					return
 				}
-				if writersIn.Add(1) != 1 || readersIn.Load() != 0 {
-					violations.Add(1)
-				}
-				v := register.Load()
-				assert.NoError(t, w.Extend(ctx), "a held writer extends")
-				register.Store(v + 1)
-				writersIn.Add(-1)
-				assert.NoError(t, w.Release(ctx))
 			}
 		})
 	}
 	wg.Wait()
-	assert.Zero(t, violations.Load(), "a writer was inside with a reader or another writer")
-	assert.Equal(t, int64(writers*rounds), register.Load(), "lost increments: two writers overlapped")
+	assert.Zero(t, st.violations.Load(), "a writer was inside with a reader or another writer")
+	assert.Equal(t, int64(writers*rounds), st.register.Load(), "lost increments: two writers overlapped")
 	assert.Equal(t, repeat("", n), valuesOf(t, servers, k))
+}
+
+// rwState is what the readers and writers of readersAndWritersExclude
+// share: who is inside, the register the writers increment, and the
+// violations seen.
+type rwState struct {
+	readersIn, writersIn, register, violations atomic.Int64
+}
+
+// read takes a reader of k and, inside, checks that no writer is inside
+// and that the register does not change across an extension. It reports
+// whether the reader was taken.
+func (st *rwState) read(ctx context.Context, t *testing.T, l *core.Locker, k string) bool {
+	r, err := l.AcquireShared(ctx, k)
+	if !assert.NoError(t, err, "reader") {
+		return false
+	}
+	st.readersIn.Add(1)
+	v := st.register.Load()
+	if st.writersIn.Load() != 0 {
+		st.violations.Add(1)
+	}
+	assert.NoError(t, r.Extend(ctx), "a held reader extends")
+	if st.writersIn.Load() != 0 || st.register.Load() != v {
+		st.violations.Add(1)
+	}
+	st.readersIn.Add(-1)
+	assert.NoError(t, r.Release(ctx))
+	return true
+}
+
+// write takes a writer of k and, inside, checks that no reader and no
+// other writer is inside, and increments the register with a read, an
+// extension and a write. It reports whether the writer was taken.
+func (st *rwState) write(ctx context.Context, t *testing.T, l *core.Locker, k string) bool {
+	w, err := l.Acquire(ctx, k)
+	if !assert.NoError(t, err, "writer") {
+		return false
+	}
+	if st.writersIn.Add(1) != 1 || st.readersIn.Load() != 0 {
+		st.violations.Add(1)
+	}
+	v := st.register.Load()
+	assert.NoError(t, w.Extend(ctx), "a held writer extends")
+	if st.readersIn.Load() != 0 {
+		st.violations.Add(1)
+	}
+	st.register.Store(v + 1)
+	st.writersIn.Add(-1)
+	assert.NoError(t, w.Release(ctx))
+	return true
 }
 
 // readersMeet takes a reader of k, waits inside until every reader of

@@ -68,11 +68,12 @@ type runConfig struct {
 	leakGrace  time.Duration
 }
 
-// WithFullMatrix runs the Locker group over every strategy and size of
-// the matrix (Strategies and Sizes, or WithStrategies and WithSizes), and
-// MutualExclusion under each greedy strategy, instead of the driver
-// scope's one point: for checking strategies and core over real servers,
-// which the project does on memory and on go-redis's single servers.
+// WithFullMatrix runs the Locker, MultiKey and Shared groups over every
+// strategy and size of the matrix (Strategies and Sizes, or WithStrategies
+// and WithSizes), and MutualExclusion under each greedy strategy, instead
+// of the driver scope's one point: for checking strategies and core over
+// real servers, which the project does on memory and on go-redis's single
+// servers.
 func WithFullMatrix() RunOption {
 	return func(c *runConfig) { c.full = true }
 }
@@ -115,6 +116,10 @@ func WithLeakGrace(d time.Duration) RunOption {
 //   - NodeContract: each protocol operation of one node, directly;
 //   - Locker/N=<n>/<strategy>: the locker properties over n nodes, at
 //     N=3 with parallel, or over the whole matrix (WithFullMatrix);
+//   - MultiKey/N=<n>/<strategy> and Shared/N=<n>/<strategy>: multi-key
+//     and shared (read) locks over n nodes, at N=3 with parallel or over
+//     the whole matrix, as Locker; and once, each kind kept alive and
+//     lost at the next extension;
 //   - MutualExclusion/<strategy>: 32 goroutines incrementing a counter held
 //     on a server under the lock, which must end exact; under parallel, or
 //     each greedy strategy of the matrix;
