@@ -41,7 +41,7 @@
 // held sorted, keeps out a plain lock, a reader and another set on any of
 // its keys, and its release leaves no key; bad sets, and on Redis
 // Clusters keys in different slots, are refused up front. A set is kept
-// alive for five TTLs, and lost at the next extension once one of its
+// alive for three TTLs, and lost at the next extension once one of its
 // keys is deleted from a majority (MultiKey/KeptAliveSurvives,
 // MultiKey/DeletedKeyLostAtNextExtension). On a cluster harness a set's
 // keys share a hash tag.
@@ -54,7 +54,7 @@
 // increment); a held writer refuses readers, which leave no entry, and a
 // writer refused by a reader keeps new readers out while the one in
 // extends; the last reader's release leaves neither the key nor its
-// readers set. A reader is kept alive for five TTLs, and lost at the next
+// readers set. A reader is kept alive for three TTLs, and lost at the next
 // extension once its entry is deleted from a majority
 // (Shared/KeptAliveSurvives, Shared/DeletedReaderLostAtNextExtension).
 //
