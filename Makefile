@@ -174,18 +174,24 @@ bench-smoke: redis
 ## fault proxies with 16 clients, every fault kind, drivers in turn; about
 ## 13 minutes. Prints acquisitions, faults by kind, violations (must be 0),
 ## lock keys left after the TTL (must be 0) and the slowest acquisition;
-## fails on a violation or a key left. CHAOS_FLAGS passes flags (make chaos
-## CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope (cmd/envelope):
-## one server's clock fast under libfaketime (x1 to x1.05), holders paused
+## fails on a violation or a key left. Then the same rig's other workloads,
+## CHAOS_KIND_SEEDS seeds each (default 5, about a minute each): rw (shared
+## locks read a register that plain locks write) and multi (AcquireAll
+## over overlapping sets of keys). CHAOS_FLAGS passes flags to all three
+## (make chaos CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope
+## (cmd/envelope): one server's clock fast under libfaketime (x1 to x1.05), holders paused
 ## below and past the TTL, with and without fencing; about 30 s. Prints
 ## docs/safety.md's table; fails on a violation theory does not predict.
 ## ENVELOPE_FLAGS passes flags (make chaos ENVELOPE_FLAGS="-trials 20").
 CHAOS_FLAGS ?=
+CHAOS_KIND_SEEDS ?= 5
 ENVELOPE_FLAGS ?=
 MODEL_SEEDS ?= 10000
 chaos: redis
 	QUORUMLOCK_MODEL_SEEDS=$(MODEL_SEEDS) $(GO) test -race -run TestModel -count=1 -timeout 60m ./core/
 	cd $(SAFETY) && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload rw -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload multi -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/envelope $(ENVELOPE_FLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed

@@ -47,6 +47,7 @@ func runNodeContract(t *testing.T, h Harness) {
 		{"WatchAcrossRestart", watchAcrossRestart},
 		{"CapabilitiesOnClosedClient", capabilitiesOnClosedClient},
 	}
+	checks = append(checks, kindScripts...)
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -105,6 +105,10 @@ func (l *Locker) acquireSet(ctx context.Context, keys []string, tries int) (*Loc
 	}
 	t, err := setTarget(keys)
 	if err != nil {
+		if l.obs != nil { // reported as Acquire reports a bad key
+			t = target{key: strings.Join(keys, ","), set: []string{}}
+			l.observeAcquire(l.begin(ctx, OpAcquire, t.key), t, l.o.clock.Now(), nil, err)
+		}
 		return nil, err
 	}
 	if tries < 0 {
@@ -120,7 +124,7 @@ func (l *Locker) acquire(ctx context.Context, t target, tries int) (*Lock, error
 	ctx = l.begin(ctx, OpAcquire, t.key)
 	start := l.o.clock.Now()
 	lock, err := l.runAcquisition(ctx, t, tries)
-	l.observeAcquire(ctx, t.key, start, lock, err)
+	l.observeAcquire(ctx, t, start, lock, err)
 	return lock, err
 }
 
@@ -291,7 +295,7 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if !followUp {
 		a.counted++
 	}
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken)
+	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken, a.counted < a.tries)
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(qe)
 	}
@@ -305,7 +309,7 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	}
 	qe.Tries = a.rounds
 	a.last = qe
-	if a.guard = l.guardDelay(a.ctx, qe, a.tries, &a.guarded); a.guard > 0 {
+	if a.guard = l.guardDelay(a.ctx, qe, a.kind, a.tries, &a.guarded); a.guard > 0 {
 		a.counted-- // waiting for young nodes uses up no try
 	}
 	if qe.Context != nil || a.counted >= a.tries {
@@ -329,7 +333,7 @@ const splitRounds = 3
 func (a *acquisition) settle(splitErr *QuorumError) (*Lock, *QuorumError) {
 	for range splitRounds {
 		a.rounds++
-		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit)
+		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit, false)
 		switch {
 		case qe == nil:
 			return lock, nil

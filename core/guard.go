@@ -14,10 +14,10 @@ import (
 )
 
 // guardDelay returns how long Acquire waits for young nodes that left its
-// last round (qe) without a quorum, adds it to *guarded and reports it
+// last round (qe, for a lock of kind k) without a quorum, adds it to *guarded and reports it
 // (OpWait); 0 for TryAcquire, another loss, or once *guarded reaches
 // the guard's minimum age (docs/design.md, waiting for young nodes).
-func (l *Locker) guardDelay(ctx context.Context, qe *QuorumError, tries int, guarded *time.Duration) time.Duration {
+func (l *Locker) guardDelay(ctx context.Context, qe *QuorumError, k lockKind, tries int, guarded *time.Duration) time.Duration {
 	if qe.Reason != ErrNodeRestarted || qe.Context != nil || tries == tryOnce || *guarded >= l.guardMin {
 		return 0
 	}
@@ -25,7 +25,7 @@ func (l *Locker) guardDelay(ctx context.Context, qe *QuorumError, tries int, gua
 	wait += MinRetryDelay // ages are whole milliseconds
 	*guarded += wait
 	if l.obs != nil {
-		l.obs.Observe(ctx, Event{Kind: OpWait, Key: qe.Key, Start: l.o.clock.Now(), Duration: wait,
+		l.obs.Observe(ctx, Event{Kind: OpWait, Key: qe.Key, Lock: kindName(k), Start: l.o.clock.Now(), Duration: wait,
 			Err: qe, Nodes: qe.Nodes, Tries: qe.Tries})
 	}
 	return wait

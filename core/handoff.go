@@ -231,13 +231,17 @@ func (h *hub) hasTicket(me *listener) bool {
 
 // newTicket gives me a ticket for the key's wait queue, registered before
 // it is queued; ok is false when w is not confirmed or me has one.
-func (h *hub) newTicket(w *watch, me *listener) (ticket string, ok bool) {
+func (h *hub) newTicket(w *watch, me *listener, shares bool) (ticket string, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !w.active || w.ended || me.ticket != "" {
 		return "", false
 	}
-	me.ticket = h.prefix + strconv.FormatUint(h.seq.Add(1), 36)
+	seq := strconv.FormatUint(h.seq.Add(1), 36) // lower case: never "R"
+	if shares {
+		seq = "R" + seq // a shared waiter's (driver.ReaderTicket)
+	}
+	me.ticket = h.prefix + seq
 	h.tickets[me.ticket] = me
 	return me.ticket, true
 }
@@ -423,6 +427,7 @@ type handoffWaiter struct {
 	l          *Locker
 	ctx        context.Context
 	rkey, qkey string
+	shares     bool // its lock kind shares the key: its ticket says so
 
 	w  *watch    // the key's release notices, once queued
 	me *listener // this acquisition among w's listeners
@@ -440,7 +445,7 @@ type handoffWaiter struct {
 // newHandoffWaiter returns the waiter of the lock k, which has a wait
 // queue; with force, it queues even if the lock is free.
 func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *handoffWaiter {
-	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force}
+	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force, shares: k.shares()}
 }
 
 func (h *handoffWaiter) startRound() (wakeKind, bool) {
@@ -517,7 +522,7 @@ func (h *handoffWaiter) joinQueue(last *QuorumError) (again bool) {
 		h.me = newListener()
 		h.w = h.l.hub.join(h.rkey, herald, h.me)
 	}
-	queued, free := h.l.enqueue(h.ctx, h.w, h.me, h.rkey, h.qkey, h.force)
+	queued, free := h.l.enqueue(h.ctx, h.w, h.me, h.rkey, h.qkey, h.force, h.shares)
 	if queued {
 		h.force = false
 	}
@@ -547,8 +552,8 @@ const queueTTLFactor = 4
 // force, even if the lock is free. It reports queued, or free when the
 // lock was free and nothing was queued; neither when w is not confirmed,
 // the herald failed, or me is already queued.
-func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey string, force bool) (queued, free bool) {
-	ticket, ok := l.hub.newTicket(w, me)
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey string, force, shares bool) (queued, free bool) {
+	ticket, ok := l.hub.newTicket(w, me, shares)
 	if !ok {
 		return l.hub.hasTicket(me), false
 	}

@@ -13,6 +13,18 @@ import (
 // each is safe over a quorum: docs/safety.md; their keys: docs/design.md,
 // shared and multi-key locks.
 
+// kindName names k for observers (Event.Lock): lockMulti, lockShared or
+// lockMutex.
+func kindName(k lockKind) string {
+	switch k.(type) {
+	case *keySet:
+		return lockMulti
+	case *shared:
+		return lockShared
+	}
+	return lockMutex
+}
+
 // keySet is a multi-key lock: every key of the set, granted all or none on
 // each node (ScriptAcquireAll) and held by one value. Each key holds the
 // value as a mutex's key does, so a mutex, a read lock or another set on
@@ -78,12 +90,13 @@ func (l *Locker) oneSlot(rkeys []string) error {
 func (s *keySet) stored() string { return s.rkeys[0] }
 func (s *keySet) queue() string  { return s.qkey }
 func (s *keySet) fenced() bool   { return s.fences != nil }
+func (s *keySet) shares() bool   { return false }
 
 func (s *keySet) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.fences, token)
 }
 
-func (s *keySet) grant(value string) (plain, guarded request) {
+func (s *keySet) grant(value string, _ bool) (plain, guarded request) {
 	fenced := "0"
 	if s.fences != nil {
 		fenced = "1"
@@ -155,18 +168,24 @@ func (l *Locker) newShared(key string) (*shared, error) {
 func (s *shared) stored() string { return s.rkey }
 func (s *shared) queue() string  { return s.qkey }
 func (s *shared) fenced() bool   { return s.isFenced }
+func (s *shared) shares() bool   { return true }
 
 func (s *shared) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.names[3:4], token)
 }
 
-func (s *shared) grant(value string) (plain, guarded request) {
-	fenced, keys := "0", s.names[:len(s.names)-1]
+// grant is the reader's grant; handed (its ticket was popped: it queued
+// before any writer that waits now) passes the writer's mark.
+func (s *shared) grant(value string, handed bool) (plain, guarded request) {
+	fenced, keys, pass := "0", s.names[:len(s.names)-1], "0"
 	if s.isFenced {
 		fenced = "1"
 	}
-	plain = newRequest(driver.ScriptAcquireShared, keys, value, s.ttl, fenced, "")
-	guarded = newRequest(driver.ScriptAcquireShared, s.names, value, s.ttl, fenced, s.guard)
+	if handed {
+		pass = "1"
+	}
+	plain = newRequest(driver.ScriptAcquireShared, keys, value, s.ttl, fenced, "", pass)
+	guarded = newRequest(driver.ScriptAcquireShared, s.names, value, s.ttl, fenced, s.guard, pass)
 	return plain, guarded
 }
 

@@ -109,28 +109,44 @@ func TestSharedLocks(t *testing.T) {
 		require.ErrorIs(t, err, core.ErrNotAcquired, "a reader while a writer holds")
 		require.NoError(t, w.Release(t.Context()))
 	})
-	t.Run("a waiting writer keeps new readers out", func(t *testing.T) {
-		l, _ := newLocker(t, 3)
-		r, err := l.TryAcquireShared(t.Context(), "k")
-		require.NoError(t, err)
-		_, err = l.TryAcquire(t.Context(), "k")
-		require.ErrorIs(t, err, core.ErrNotAcquired)
-		_, err = l.TryAcquireShared(t.Context(), "k")
-		require.ErrorIs(t, err, core.ErrNotAcquired, "a new reader behind a waiting writer")
-		require.NoError(t, r.Extend(t.Context()), "a reader already in stays")
-		require.NoError(t, r.Release(t.Context()))
-	})
-	t.Run("a writer that gives up holds readers back a fifth of the TTL", func(t *testing.T) {
+	t.Run("a waiting writer keeps new readers out; one that gives up does not", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			l, _ := newLocker(t, 3) // TTL 10 s: the mark lasts 2 s
+			l, _ := newLocker(t, 3)
 			r, err := l.TryAcquireShared(t.Context(), "k")
 			require.NoError(t, err)
 			_, err = l.TryAcquire(t.Context(), "k")
 			require.ErrorIs(t, err, core.ErrNotAcquired)
-			time.Sleep(2*time.Second - 10*time.Millisecond)
+			r2, err := l.TryAcquireShared(t.Context(), "k")
+			require.NoError(t, err, "TryAcquire does not wait: it leaves no mark")
+			require.NoError(t, r2.Release(t.Context()))
+
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, err := l.Acquire(ctx, "k")
+				assert.ErrorIs(t, err, context.Canceled)
+			}()
+			synctest.Wait() // the writer lost a round and waits
+			_, err = l.TryAcquireShared(t.Context(), "k")
+			require.ErrorIs(t, err, core.ErrNotAcquired, "a new reader behind a waiting writer")
+			require.NoError(t, r.Extend(t.Context()), "a reader already in stays")
+			cancel()
+			<-done
+			require.NoError(t, r.Release(t.Context()))
+		})
+	})
+	t.Run("a writer that gives up holds readers back a fifth of the TTL at most", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3, core.WithTries(2)) // TTL 10 s: the mark lasts 2 s
+			r, err := l.TryAcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			marked := time.Now()
+			_, err = l.Acquire(t.Context(), "k") // its first round marks, its last does not
+			require.ErrorIs(t, err, core.ErrNotAcquired)
 			_, err = l.TryAcquireShared(t.Context(), "k")
 			require.ErrorIs(t, err, core.ErrNotAcquired, "the mark still holds")
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(time.Until(marked.Add(2*time.Second + 10*time.Millisecond)))
 			r2, err := l.TryAcquireShared(t.Context(), "k")
 			require.NoError(t, err, "the mark has lapsed")
 			require.NoError(t, r.Release(t.Context()))
@@ -154,6 +170,59 @@ func TestSharedLocks(t *testing.T) {
 			w := <-got
 			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "handed over, not polled")
 			require.NoError(t, w.Release(t.Context()))
+		})
+	})
+	t.Run("a writer's release hands the key to every reader queued together", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			w, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock)
+			for range 2 {
+				go func() {
+					r, err := l.AcquireShared(context.Background(), "k")
+					assert.NoError(t, err)
+					got <- r
+				}()
+			}
+			synctest.Wait() // both readers queued
+			start := time.Now()
+			require.NoError(t, w.Release(t.Context()))
+			r1, r2 := <-got, <-got
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "both handed over, neither polled")
+			require.NoError(t, r1.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
+		})
+	})
+	t.Run("readers handed the key pass the mark of the writer before them", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			r, err := l.AcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			writer := make(chan *core.Lock)
+			go func() {
+				w, err := l.Acquire(context.Background(), "k") // loses to r: marks, queues
+				assert.NoError(t, err)
+				writer <- w
+			}()
+			synctest.Wait()
+			require.NoError(t, r.Release(t.Context()))
+			w := <-writer
+			readers := make(chan *core.Lock)
+			for range 2 {
+				go func() {
+					r, err := l.AcquireShared(context.Background(), "k")
+					assert.NoError(t, err)
+					readers <- r
+				}()
+			}
+			synctest.Wait()
+			start := time.Now()
+			require.NoError(t, w.Release(t.Context()))
+			r1, r2 := <-readers, <-readers
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "handed over despite the writer's fresh mark")
+			require.NoError(t, r1.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
 		})
 	})
 	t.Run("fencing: a writer's token exceeds every reader's", func(t *testing.T) {

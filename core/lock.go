@@ -423,7 +423,7 @@ func (k *Lock) finish(s lockState, cause error) {
 		h.fn(cause)
 	}
 	if obs := k.locker.obs; obs != nil && s != stateReleased {
-		obs.Observe(context.Background(), Event{Kind: OpLost, Key: k.key, Start: k.locker.o.clock.Now(), Err: cause})
+		obs.Observe(context.Background(), Event{Kind: OpLost, Key: k.key, Lock: kindName(k.kind), Start: k.locker.o.clock.Now(), Err: cause})
 	}
 }
 
@@ -547,7 +547,7 @@ func (k *Lock) release(ctx context.Context) error {
 		err = nil // a node that failed before may have deleted it then
 	}
 	if l.obs != nil {
-		l.obs.Observe(ctx, Event{Kind: OpRelease, Key: k.key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
+		l.obs.Observe(ctx, Event{Kind: OpRelease, Key: k.key, Lock: kindName(k.kind), Start: start, Duration: l.o.clock.Now().Sub(start), Err: err, Nodes: results})
 	}
 	return err
 }
@@ -710,7 +710,7 @@ func (k *Lock) atRiskNoted() (time.Time, lockState) {
 func (k *Lock) settleExtend(ctx context.Context, start, end, deadline time.Time, results []NodeResult) *QuorumError {
 	qe := k.settle(start, end, deadline, results, contextError(ctx))
 	if obs := k.locker.obs; obs != nil {
-		e := Event{Kind: OpExtend, Key: k.key, Start: start, Duration: end.Sub(start), Nodes: results}
+		e := Event{Kind: OpExtend, Key: k.key, Lock: kindName(k.kind), Start: start, Duration: end.Sub(start), Nodes: results}
 		if qe != nil {
 			e.Err = qe
 		} else {

@@ -1,9 +1,11 @@
 package core_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -29,8 +31,10 @@ import (
 // (strategy, keep-alive, fencing, wake on release, node timeout), over 3
 // or 5 shared memory nodes, with the restart guard on or off, and 20-60
 // steps from the table modelOps. A step starts an operation in a goroutine
-// of its own (Acquire, TryAcquire, Extend, KeepAlive, Release, Do, Close or
-// Shutdown, KeepAlive racing Release or Close), or injects a fault that
+// of its own (Acquire, TryAcquire, AcquireAll and TryAcquireAll of a small
+// set of the keys, AcquireShared and TryAcquireShared, Extend, KeepAlive,
+// Release, Do, Close or Shutdown, KeepAlive racing Release or Close: the
+// last five on locks of every kind), or injects a fault that
 // heals after a while (stop and restart with or without data, pause,
 // latency, lost replies, dropped pub/sub connections, refused
 // subscriptions), so operations
@@ -40,15 +44,20 @@ import (
 // After every step the world is checked against a small model that
 // records who holds each key and when (world.check):
 //
-//  1. never two valid holders of a key at once;
-//  2. a lock that says it is held has its value on a quorum of nodes;
+//  1. no conflicting holders at once: per key, one exclusive holder (a
+//     mutex, a Do, or a set with the key) or any number of readers, each
+//     counted from its acquisition's return to its release or the end of
+//     its validity;
+//  2. a lock that says it is held has its value on a quorum of nodes
+//     (every key of a set; a reader in its key's readers set);
 //  3. no stray value: a value on a node belongs to a lock not yet
 //     released or to a call still running, unless its node is impaired,
 //     or suspect to a Locker (its release is owed, or runs in the
 //     background); once the node is healed and every Locker has heard it
 //     answer, owed releases have been delivered, and a value written
 //     before the fault survives only if a Locker closed meanwhile (Close's
-//     last try is bounded);
+//     last try is bounded); no node holds some of a set's keys and not
+//     the others (a failed round's set too);
 //  4. the keeper keeps only held, kept-alive locks;
 //  5. the Lockers start timers at a bounded rate per fake second (no spin;
 //     a spin that never lets fake time move panics: see spinGuard);
@@ -260,12 +269,18 @@ var modelOps = []struct {
 	weight int
 	run    func(w *world, s step)
 }{
-	{"Acquire", 10, func(w *world, s step) { w.acquire(s, false) }},
-	{"TryAcquire", 5, func(w *world, s step) { w.acquire(s, true) }},
+	// The acquiring steps weigh what Acquire, TryAcquire and Do weighed
+	// before the other kinds came, so that a seed costs about as much.
+	{"Acquire", 6, func(w *world, s step) { w.acquire(s, false) }},
+	{"TryAcquire", 3, func(w *world, s step) { w.acquire(s, true) }},
+	{"AcquireAll", 3, func(w *world, s step) { w.acquireKind(s, false, false) }},
+	{"TryAcquireAll", 1, func(w *world, s step) { w.acquireKind(s, false, true) }},
+	{"AcquireShared", 3, func(w *world, s step) { w.acquireKind(s, true, false) }},
+	{"TryAcquireShared", 1, func(w *world, s step) { w.acquireKind(s, true, true) }},
 	{"Extend", 4, (*world).extend},
 	{"KeepAlive", 5, (*world).keepAlive},
 	{"Release", 6, (*world).release},
-	{"Do", 7, (*world).do},
+	{"Do", 6, (*world).do},
 	{"Close", 1, (*world).closeLocker},
 	{"KeepAlive|Release", 3, (*world).raceRelease},
 	{"KeepAlive|Close", 1, (*world).raceClose},
@@ -304,8 +319,9 @@ type world struct {
 	dos        []*doRec
 	acquiring  map[string]int // Acquire, TryAcquire and Do calls running, by key
 	nodeState  []nodeState
-	releases   map[string][]int // release calls by value, per node
-	wakeLog    []wakeSample     // wake-ups counted at each check
+	releases   map[string][]int    // release calls by value, per node
+	sets       map[string][]string // the keys of each set's value that a grant asked for (see handle)
+	wakeLog    []wakeSample        // wake-ups counted at each check
 	violations []string
 	log        []string
 }
@@ -327,10 +343,47 @@ type modelLocker struct {
 type holder struct {
 	name   string
 	locker *modelLocker
-	key    string
+	key    string   // the lock's Key: a set's keys joined by commas
+	keys   []string // the keys it holds: a set's, sorted, or the one key
+	set    bool     // a multi-key lock (AcquireAll)
+	shared bool     // a read lock: it conflicts only with exclusive holders
 	value  string
 	from   time.Time
 	until  time.Time // zero: still holding
+}
+
+// kind names the holder's kind of lock in the log: "set " or "read ",
+// and nothing for a mutex (a writer).
+func (h holder) kind() string {
+	switch {
+	case h.shared:
+		return "read "
+	case h.set:
+		return "set "
+	}
+	return ""
+}
+
+// target is what h holds, without its changing fields: it may be read
+// without w.mu.
+func (h *holder) target() holder {
+	return holder{key: h.key, keys: h.keys, set: h.set, shared: h.shared}
+}
+
+// lockName names h's kind as Event.Lock does.
+func (h *holder) lockName() string {
+	switch {
+	case h.shared:
+		return "shared"
+	case h.set:
+		return "multi"
+	}
+	return "mutex"
+}
+
+// shares reports whether h and o have a key in common.
+func (h *holder) shares(o *holder) bool {
+	return slices.ContainsFunc(h.keys, func(k string) bool { return slices.Contains(o.keys, k) })
 }
 
 type lockRec struct {
@@ -373,7 +426,7 @@ const (
 )
 
 func newWorld(t *testing.T, p *program) *world {
-	w := &world{p: p, t0: time.Now(), changed: make(chan struct{}), acquiring: map[string]int{}, releases: map[string][]int{}}
+	w := &world{p: p, t0: time.Now(), changed: make(chan struct{}), acquiring: map[string]int{}, releases: map[string][]int{}, sets: map[string][]string{}}
 	w.spin.w = w
 	for _, name := range p.names {
 		w.nodes = append(w.nodes, memory.New(memory.WithName(name)))
@@ -523,7 +576,7 @@ func (w *world) acquire(s step, try bool) {
 		}
 		lock, err := acquire(ctx, key)
 		if err == nil {
-			w.took(ml, key, lock, start)
+			w.took(ml, holder{key: key, keys: []string{key}}, lock, start)
 		}
 		w.enterCall(key, -1)
 		w.logf("L%d %s %s: %v %.6s", ml.id, name, key, short(err), lock.Value())
@@ -532,10 +585,65 @@ func (w *world) acquire(s step, try bool) {
 	})
 }
 
-// took records a lock that Acquire returned, and watches for its end.
-func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Time) {
+// acquireKind takes a read lock on the step's key (shared), or a lock on a
+// small set of the program's keys, given in the program's order: the
+// step's key and those that pick's bits name. A read lock on "a}b" (whose
+// readers cannot share its slot) is refused, so flag alone asks for it.
+func (w *world) acquireKind(s step, shared, try bool) {
+	ml, keys := w.lockers[s.locker], []string{w.p.keys[s.key]}
+	if shared && strings.Contains(keys[0], "}") && !s.flag {
+		keys[0] = w.p.keys[0]
+	}
+	if !shared {
+		keys = keys[:0]
+		for i, k := range w.p.keys {
+			if i == s.key || s.pick>>(4+i)&1 == 1 {
+				keys = append(keys, k)
+			}
+		}
+	}
+	h := holder{keys: slices.Sorted(slices.Values(keys)), set: !shared, shared: shared}
+	h.key = strings.Join(h.keys, ",")
+	w.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond+s.d)
+		defer cancel()
+		start := w.enterCalls(h.keys, +1)
+		one := func(f func(context.Context, string) (*core.Lock, error)) func(context.Context, ...string) (*core.Lock, error) {
+			return func(ctx context.Context, keys ...string) (*core.Lock, error) { return f(ctx, keys[0]) }
+		}
+		name, acquire := "AcquireAll", ml.l.AcquireAll
+		switch {
+		case shared && try:
+			name, acquire = "TryAcquireShared", one(ml.l.TryAcquireShared)
+		case shared:
+			name, acquire = "AcquireShared", one(ml.l.AcquireShared)
+		case try:
+			name, acquire = "TryAcquireAll", ml.l.TryAcquireAll
+		}
+		lock, err := acquire(ctx, keys...)
+		if err == nil {
+			w.took(ml, h, lock, start)
+		}
+		w.enterCalls(h.keys, -1)
+		w.logf("L%d %s %s: %v %.6s", ml.id, name, strings.Join(keys, " "), short(err), lock.Value())
+		w.expect(name, err, core.ErrNotAcquired, core.ErrUnavailable, core.ErrNodeRestarted, core.ErrValidityExpired, core.ErrClosed,
+			context.DeadlineExceeded, w.badKeys(ml, h))
+	})
+}
+
+// took records a lock that an acquiring call returned, and watches for
+// its end; h says what was asked for.
+func (w *world) took(ml *modelLocker, h holder, lock *core.Lock, start time.Time) {
 	now := time.Now()
-	err, validity := lock.Err(), lock.Validity()
+	key := h.key
+	if lock.Key() != h.key || !slices.Equal(lock.Keys(), h.keys) || lock.Shared() != h.shared {
+		w.violate("L%d acquired %s (shared %v), but its lock says key %q, keys %q, shared %v",
+			ml.id, h.key, h.shared, lock.Key(), lock.Keys(), lock.Shared())
+	}
+	// Validity first: a Close that releases the lock between the two reads
+	// leaves Err saying so, where the other order read nil, then no validity.
+	validity := lock.Validity()
+	err := lock.Err()
 	// Read after the lock: a Close that released it had begun by then.
 	w.mu.Lock()
 	closing := !ml.closing.IsZero()
@@ -546,8 +654,9 @@ func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Ti
 		w.violate("L%d acquired %s with no validity: %v", ml.id, key, err)
 	}
 	w.mu.Lock()
-	r := &lockRec{holder: holder{locker: ml, key: key, value: lock.Value(), from: now}, lock: lock, start: start}
-	r.name = fmt.Sprintf("L%d lock#%d", ml.id, len(w.locks))
+	h.locker, h.value, h.from = ml, lock.Value(), now
+	r := &lockRec{holder: h, lock: lock, start: start}
+	r.name = fmt.Sprintf("L%d %slock#%d", ml.id, h.kind(), len(w.locks))
 	w.tokens(r)
 	w.locks = append(w.locks, r)
 	w.mu.Unlock()
@@ -569,8 +678,8 @@ func (w *world) took(ml *modelLocker, key string, lock *core.Lock, start time.Ti
 // its validity then.
 func (w *world) atRisk(r *lockRec, cause error, left time.Duration) {
 	now := time.Now()
-	failed, endedNow := w.extensionFailed(r.locker.id, r.key, r.from, now)
-	n, need := w.holding(r.key, r.value, r.from)
+	failed, endedNow := w.extensionFailed(r.locker.id, r.target(), r.from, now)
+	n, need := w.holding(r.target(), r.value, r.from)
 	w.mu.Lock()
 	// A Release (Close's too) that began may have deleted it since.
 	releasing := !r.released.IsZero() || !r.locker.closing.IsZero()
@@ -589,10 +698,10 @@ func (w *world) atRisk(r *lockRec, cause error, left time.Duration) {
 	}
 }
 
-// extKey names a Locker's locks of one key.
+// extKey names a Locker's locks of one key and kind (Event.Lock).
 type extKey struct {
-	locker int
-	key    string
+	locker    int
+	key, kind string
 }
 
 // extFailures are the ends of a key's failed extensions.
@@ -612,17 +721,17 @@ func (o modelObserver) Observe(_ context.Context, e core.Event) {
 	if e.Kind != core.OpExtend || !errors.Is(e.Err, core.ErrUnavailable) {
 		return
 	}
-	v, _ := o.w.extFailed.LoadOrStore(extKey{o.locker, e.Key}, new(extFailures))
+	v, _ := o.w.extFailed.LoadOrStore(extKey{o.locker, e.Key, e.Lock}, new(extFailures))
 	f := v.(*extFailures)
 	f.mu.Lock()
 	f.ends = append(f.ends, e.Start.Add(e.Duration))
 	f.mu.Unlock()
 }
 
-// extensionFailed reports whether an extension of key by a Locker failed
-// between from and now, and whether one ended at now.
-func (w *world) extensionFailed(locker int, key string, from, now time.Time) (failed, endedNow bool) {
-	v, ok := w.extFailed.Load(extKey{locker, key})
+// extensionFailed reports whether an extension of h's key and kind by a
+// Locker failed between from and now, and whether one ended at now.
+func (w *world) extensionFailed(locker int, h holder, from, now time.Time) (failed, endedNow bool) {
+	v, ok := w.extFailed.Load(extKey{locker, h.key, h.lockName()})
 	if !ok {
 		return false, false
 	}
@@ -646,7 +755,7 @@ func (w *world) tokens(r *lockRec) {
 		return
 	}
 	for _, o := range w.locks {
-		if o.key == r.key && o.lock.Token() > 0 && o.from.Before(r.start) && o.lock.Token() >= r.lock.Token() {
+		if r.shares(&o.holder) && o.lock.Token() > 0 && o.from.Before(r.start) && o.lock.Token() >= r.lock.Token() {
 			w.violations = append(w.violations, fmt.Sprintf("%s has token %d, not above %s's %d, taken before it began",
 				r.name, r.lock.Token(), o.name, o.lock.Token()))
 		}
@@ -772,7 +881,7 @@ func (w *world) releaseLock(r *lockRec, healed bool) {
 func (w *world) checkHealedReleases() {
 	for _, r := range w.healedReleases {
 		for i, n := range w.nodes {
-			if v, _, ok := n.Get(r.key); ok && v == r.value {
+			if _, k := holds(n, r.target(), r.value); k > 0 {
 				w.violate("%s: Release with every node healed left its value on %s", r.name, w.p.names[i])
 			}
 		}
@@ -794,7 +903,7 @@ func (w *world) do(s step) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond+s.d)
 		defer cancel()
 		w.enterCall(key, +1)
-		d := &doRec{holder: holder{locker: ml, key: key}, running: true}
+		d := &doRec{holder: holder{locker: ml, key: key, keys: []string{key}}, running: true}
 		w.mu.Lock()
 		d.name = fmt.Sprintf("L%d Do#%d", ml.id, len(w.dos))
 		w.dos = append(w.dos, d)
@@ -858,8 +967,8 @@ func (w *world) doAtRisk(d *doRec) {
 	if !errors.Is(cause, core.ErrLockAtRisk) {
 		return
 	}
-	failed, _ := w.extensionFailed(d.locker.id, d.key, from, time.Now())
-	n, need := w.holding(d.key, value, from)
+	failed, _ := w.extensionFailed(d.locker.id, d.target(), from, time.Now())
+	n, need := w.holding(d.target(), value, from)
 	switch {
 	case !errors.Is(cause, core.ErrLockLost):
 		w.violate("%s: fn's context at risk, but its cause does not match ErrLockLost: %v", d.name, cause)
@@ -875,7 +984,7 @@ func (w *world) doAtRisk(d *doRec) {
 // deadline) cannot say so to fn: Do's error will, and doReturns judges.
 func (w *world) fnReturns(d *doRec) {
 	now := time.Now()
-	n, need := w.holding(d.key, d.value, d.from)
+	n, need := w.holding(d.target(), d.value, d.from)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d.fnRunning = false
@@ -1035,17 +1144,32 @@ func (w *world) unclaimLock(r *lockRec) {
 // enterCall counts the acquiring calls running on key (their values may
 // be on the nodes), and returns the time.
 func (w *world) enterCall(key string, delta int) time.Time {
+	return w.enterCalls([]string{key}, delta)
+}
+
+// enterCalls is enterCall for a call on several keys.
+func (w *world) enterCalls(keys []string, delta int) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.acquiring[key] += delta
+	for _, key := range keys {
+		w.acquiring[key] += delta
+	}
 	return time.Now()
 }
 
 // badKey is the error a key that fencing cannot serve gets: "a}b" has no
 // hash tag for its fencing counter.
 func (w *world) badKey(ml *modelLocker, key string) error {
-	if w.p.lockers[ml.id].fencing && strings.Contains(key, "}") {
-		return core.ErrInvalidArgument
+	return w.badKeys(ml, holder{keys: []string{key}})
+}
+
+// badKeys is the error a call on h's keys gets when one cannot be served:
+// "a}b" has no hash tag for its fencing counter, nor its readers set.
+func (w *world) badKeys(ml *modelLocker, h holder) error {
+	for _, key := range h.keys {
+		if (h.shared || w.p.lockers[ml.id].fencing) && strings.Contains(key, "}") {
+			return core.ErrInvalidArgument
+		}
 	}
 	return nil
 }
@@ -1214,17 +1338,47 @@ func (w *world) restartedLocked(from time.Time) int {
 	return n
 }
 
-// holding counts the nodes that hold value at key, and how many must: a
-// quorum, less the nodes restarted empty since the holder began.
-func (w *world) holding(key, value string, from time.Time) (n, need int) {
+// holding counts the nodes that hold h's lock with value, and how many
+// must: a quorum, less the nodes restarted empty since from.
+func (w *world) holding(h holder, value string, from time.Time) (n, need int) {
 	for _, node := range w.nodes {
-		if v, _, ok := node.Get(key); ok && v == value {
+		if held, _ := holds(node, h, value); held {
 			n++
 		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return n, w.quorum - w.restartedLocked(from.Add(-modelTTL))
+}
+
+// holds reports whether a node holds h's lock with value (every key of a
+// set; a reader in its key's readers set, while the key holds
+// driver.SharedValue), and how many of its keys hold value (for a set).
+func holds(node *memory.Node, h holder, value string) (held bool, keys int) {
+	if h.shared {
+		v, _, ok := node.Get(h.keys[0])
+		_, in := node.Readers(readersKey(h.keys[0]))[value]
+		return ok && v == driver.SharedValue && in, btoi(in)
+	}
+	for _, k := range h.keys {
+		if v, _, ok := node.Get(k); ok && v == value {
+			keys++
+		}
+	}
+	return keys == len(h.keys), keys
+}
+
+// readersKey names key's readers set (the model's keys have no prefix).
+func readersKey(key string) string {
+	set, _ := driver.ReadersKey(key)
+	return set
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ---- Checks ----
@@ -1289,15 +1443,18 @@ func (w *world) holders() []holder {
 	return hs
 }
 
-// checkHolders: no two claims on a key overlap (check 1).
+// checkHolders: no two claims conflict (check 1). At each claim's start,
+// the model of each of its keys holds the claims live then: the
+// exclusive holders (a mutex's, a Do's or a set's) and the readers. A key
+// may have one exclusive holder and no reader, or readers alone.
 func (w *world) checkHolders() {
 	hs := w.holders()
-	forever := time.Unix(1<<40, 0)
-	end := func(h holder) time.Time {
-		if h.until.IsZero() {
-			return forever
-		}
-		return h.until
+	// The claims live at a's start: a itself, and those that began before
+	// it (or with it, when a lasts) and end after it began. Each pair of
+	// overlapping claims is judged at the later one's start.
+	liveAt := func(a, b holder) bool {
+		began := b.from.Before(a.from) || b.from.Equal(a.from) && !a.from.Equal(a.until)
+		return began && (b.until.IsZero() || a.from.Before(b.until))
 	}
 	span := func(h holder) string {
 		if h.until.IsZero() {
@@ -1306,9 +1463,21 @@ func (w *world) checkHolders() {
 		return fmt.Sprintf("%s from %v to %v", h.name, h.from.Sub(w.t0), h.until.Sub(w.t0))
 	}
 	for i, a := range hs {
-		for _, b := range hs[i+1:] {
-			if a.key == b.key && a.from.Before(end(b)) && b.from.Before(end(a)) {
-				w.violate("two holders of %s: %s, and %s", a.key, span(a), span(b))
+		for _, key := range a.keys {
+			var exclusive, readers []string
+			for j, b := range hs {
+				if (j != i && !liveAt(a, b)) || !slices.Contains(b.keys, key) {
+					continue
+				}
+				if b.shared {
+					readers = append(readers, span(b))
+				} else {
+					exclusive = append(exclusive, span(b))
+				}
+			}
+			if len(exclusive) > 1 || len(exclusive) == 1 && len(readers) > 0 {
+				w.violate("conflicting holders of %s at %v: exclusive %s; %d reader(s) %s",
+					key, a.from.Sub(w.t0), strings.Join(exclusive, ", "), len(readers), strings.Join(readers, ", "))
 			}
 		}
 	}
@@ -1324,7 +1493,7 @@ func (w *world) checkQuorums() {
 		if r.lock.Err() != nil || r.lock.Validity() <= 0 {
 			continue
 		}
-		if n, need := w.holding(r.key, r.value, r.from); n < need {
+		if n, need := w.holding(r.target(), r.value, r.from); n < need {
 			w.violate("%s says it is held (validity %v), but its value is on %d nodes, not %d", r.name, r.lock.Validity(), n, need)
 		}
 	}
@@ -1332,7 +1501,7 @@ func (w *world) checkQuorums() {
 		w.mu.Lock()
 		running, value, from := d.fnRunning && d.cancelled.IsZero(), d.value, d.from
 		w.mu.Unlock()
-		if n, need := w.holding(d.key, value, from); running && n < need {
+		if n, need := w.holding(d.target(), value, from); running && n < need {
 			w.violate("%s: fn runs, but its value is on %d nodes, not %d", d.name, n, need)
 		}
 	}
@@ -1360,21 +1529,53 @@ func (w *world) checkValues() {
 	for i, n := range w.nodes {
 		for _, key := range w.p.keys {
 			v, left, ok := n.Get(key)
-			if !ok {
-				continue
+			switch {
+			case !ok:
+			case v == driver.SharedValue: // each reader's value is in the readers set
+				for r, left := range n.Readers(readersKey(key)) {
+					w.checkValue(i, key, r, now.Add(left-modelTTL))
+				}
+			default:
+				w.checkValue(i, key, v, now.Add(left-modelTTL))
 			}
-			written := now.Add(left - modelTTL)
-			w.mu.Lock()
-			owner, live := w.ownerLocked(key, v)
-			excused := live || w.impairedLocked(i, now) || w.suspectLocked(i) ||
-				w.impairedLocked(i, written) && w.closedSinceLocked(written.Add(-modelTTL))
-			w.mu.Unlock()
-			if owner == "" {
-				owner = "no lock that a call returned: a failed round's, or a Do's"
-			}
-			if !excused {
-				w.violate("stray value of %s on %s (%s), written at %v, on a node that is healthy and owes nothing; no running call owns it",
-					key, w.p.names[i], owner, written.Sub(w.t0))
+		}
+	}
+	w.checkSets()
+}
+
+// checkValue checks the value at key on node i, written at written.
+func (w *world) checkValue(i int, key, v string, written time.Time) {
+	now := time.Now()
+	w.mu.Lock()
+	owner, live := w.ownerLocked(key, v)
+	excused := live || w.impairedLocked(i, now) || w.suspectLocked(i) ||
+		w.impairedLocked(i, written) && w.closedSinceLocked(written.Add(-modelTTL))
+	w.mu.Unlock()
+	if owner == "" {
+		owner = "no lock that a call returned: a failed round's, or a Do's"
+	}
+	if !excused {
+		w.violate("stray value of %s on %s (%s), written at %v, on a node that is healthy and owes nothing; no running call owns it",
+			key, w.p.names[i], owner, written.Sub(w.t0))
+	}
+}
+
+// checkSets: no node holds a set's value on some of its keys and not on
+// the others. Every script that writes a set's keys writes all or none
+// (grant, extension, release), and they expire together, so a node never
+// shows part of a set, whatever the faults (check 3).
+func (w *world) checkSets() {
+	w.mu.Lock()
+	sets := maps.Clone(w.sets)
+	w.mu.Unlock()
+	for value, keys := range sets {
+		for i, n := range w.nodes {
+			if _, k := holds(n, holder{keys: keys}, value); k > 0 && k < len(keys) {
+				w.mu.Lock()
+				owner, _ := w.ownerLocked(keys[0], value)
+				w.mu.Unlock()
+				w.violate("partial grant: the value %.6s (%s) holds %d of the keys %q on %s",
+					value, cmp.Or(owner, "a failed round's"), k, keys, w.p.names[i])
 			}
 		}
 	}
@@ -1465,32 +1666,58 @@ var (
 	underMutex = func() map[string]bool {
 		m := map[string]bool{"batch": true}
 		for _, s := range driver.Scripts() {
-			if s == driver.ScriptRelease || s.Name() == "identify" {
+			if releaseScripts[s.SHA()] || s.Name() == "identify" {
 				m[s.SHA()], m[s.Source()] = true, true
 			}
 		}
 		return m
 	}()
+	// releaseScripts are the release scripts of every kind, by SHA and by
+	// source.
+	releaseScripts = func() map[string]bool {
+		m := map[string]bool{}
+		for _, s := range []driver.Script{driver.ScriptRelease, driver.ScriptReleaseAll, driver.ScriptReleaseShared} {
+			m[s.SHA()], m[s.Source()] = true, true
+		}
+		return m
+	}()
+	acquireAll = map[string]bool{driver.ScriptAcquireAll.SHA(): true, driver.ScriptAcquireAll.Source(): true}
 )
 
 func (h *handle) Close() error { h.closed.Store(true); return nil }
 
 // enter admits a call: script is its SHA or source ("batch" for a batch).
-func (h *handle) enter(script string, args []string) error {
+func (h *handle) enter(script string, keys, args []string) error {
 	if h.closed.Load() {
 		h.w.violate("L%d called node %s after its Close", h.locker, h.Node)
 		return memory.ErrClosed
 	}
 	h.countRelease(script, args)
+	h.noteSet(script, keys, args)
 	if underMutex[script] && h.w.slow(h.index) {
 		return errSlow
 	}
 	return nil
 }
 
+// noteSet records the keys of a set's value when script is a grant of a
+// set, of a failed round's too (see checkSets).
+func (h *handle) noteSet(script string, keys, args []string) {
+	if !acquireAll[script] || len(args) < 3 {
+		return
+	}
+	n, err := strconv.Atoi(args[2])
+	if err != nil || n < 1 || n > len(keys) {
+		return
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	h.w.sets[args[0]] = keys[:n:n]
+}
+
 // countRelease counts a call of script with args if it is a release.
 func (h *handle) countRelease(script string, args []string) {
-	if script != driver.ScriptRelease.SHA() && script != driver.ScriptRelease.Source() {
+	if !releaseScripts[script] {
 		return
 	}
 	h.w.mu.Lock()
@@ -1504,21 +1731,21 @@ func (h *handle) countRelease(script string, args []string) {
 }
 
 func (h *handle) SetNX(ctx context.Context, key, value string, ttl time.Duration) (bool, error) {
-	if err := h.enter("", nil); err != nil {
+	if err := h.enter("", nil, nil); err != nil {
 		return false, err
 	}
 	return h.Node.SetNX(ctx, key, value, ttl)
 }
 
 func (h *handle) EvalSHA(ctx context.Context, sha string, keys, args []string) (any, error) {
-	if err := h.enter(sha, args); err != nil {
+	if err := h.enter(sha, keys, args); err != nil {
 		return nil, err
 	}
 	return h.Node.EvalSHA(ctx, sha, keys, args)
 }
 
 func (h *handle) Eval(ctx context.Context, script string, keys, args []string) (any, error) {
-	if err := h.enter(script, args); err != nil {
+	if err := h.enter(script, keys, args); err != nil {
 		return nil, err
 	}
 	return h.Node.Eval(ctx, script, keys, args)
@@ -1530,7 +1757,7 @@ func (h *handle) EvalBatch(ctx context.Context, calls []driver.Call) {
 	for _, c := range calls {
 		h.countRelease(c.SHA+c.Source, c.Args)
 	}
-	if err := h.enter("batch", nil); err != nil {
+	if err := h.enter("batch", nil, nil); err != nil {
 		for i := range calls {
 			calls[i].Err = err
 		}
@@ -1540,7 +1767,7 @@ func (h *handle) EvalBatch(ctx context.Context, calls []driver.Call) {
 }
 
 func (h *handle) Watch(ctx context.Context, channel string, notify func(string)) (func(), error) {
-	if err := h.enter("", nil); err != nil {
+	if err := h.enter("", nil, nil); err != nil {
 		return nil, err
 	}
 	return h.Node.Watch(ctx, channel, notify)

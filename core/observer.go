@@ -60,8 +60,13 @@ func (o Op) String() string { return string(o) }
 // Event is one thing a Locker did, as its Observer sees it.
 type Event struct {
 	Kind Op
-	// Key is the lock's key as the user gave it (without the key prefix).
+	// Key is the lock's key as the user gave it (without the key prefix):
+	// a multi-key lock's keys joined by commas, as Lock.Key returns them.
 	Key string
+	// Lock is the kind of lock: "mutex" (Acquire, TryAcquire, Do),
+	// "multi" (AcquireAll, TryAcquireAll) or "shared" (AcquireShared,
+	// TryAcquireShared).
+	Lock string
 	// Start is when the operation began (when the loss was noticed, for
 	// OpLost); Duration how long it took (zero for OpLost).
 	Start    time.Time
@@ -179,9 +184,27 @@ func (l *Locker) begin(ctx context.Context, op Op, key string) context.Context {
 	return ctx
 }
 
+// The kinds of lock, as Event.Lock names them.
+const (
+	lockMutex  = "mutex"
+	lockMulti  = "multi"
+	lockShared = "shared"
+)
+
+// lockName names the kind of lock t takes, as kindName names a lockKind.
+func (t target) lockName() string {
+	switch {
+	case t.set != nil:
+		return lockMulti
+	case t.shared:
+		return lockShared
+	}
+	return lockMutex
+}
+
 // observeAcquire reports an acquisition that began at start.
-func (l *Locker) observeAcquire(ctx context.Context, key string, start time.Time, lock *Lock, err error) {
-	e := Event{Kind: OpAcquire, Key: key, Start: start, Duration: l.o.clock.Now().Sub(start), Err: err}
+func (l *Locker) observeAcquire(ctx context.Context, t target, start time.Time, lock *Lock, err error) {
+	e := Event{Kind: OpAcquire, Key: t.key, Lock: t.lockName(), Start: start, Duration: l.o.clock.Now().Sub(start), Err: err}
 	if lock != nil {
 		e.Nodes, e.Tries, e.Token, e.Validity = lock.nodes, lock.tries, lock.token, lock.Validity()
 	} else if qe := (*QuorumError)(nil); errors.As(err, &qe) {

@@ -327,3 +327,58 @@ func TestObserverStart(t *testing.T) {
 		require.NoError(t, lock.Release(t.Context()))
 	})
 }
+
+// TestObserverLockKind: every event names the kind of lock it is about,
+// on success and failure alike.
+func TestObserverLockKind(t *testing.T) {
+	lockKinds := []struct {
+		name    string
+		acquire func(context.Context, *core.Locker, ...string) (*core.Lock, error)
+		bad     []string // keys the acquisition refuses
+	}{
+		{"mutex", func(ctx context.Context, l *core.Locker, keys ...string) (*core.Lock, error) {
+			return l.Acquire(ctx, keys[0])
+		}, []string{""}},
+		{"multi", func(ctx context.Context, l *core.Locker, keys ...string) (*core.Lock, error) {
+			return l.AcquireAll(ctx, keys...)
+		}, []string{"a", "a"}},
+		{"shared", func(ctx context.Context, l *core.Locker, keys ...string) (*core.Lock, error) {
+			return l.AcquireShared(ctx, keys[0])
+		}, []string{""}},
+	}
+	for _, kind := range lockKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := &recorder{}
+				l, nodes := newLocker(t, 3, core.WithObserver(rec))
+				lock, err := kind.acquire(t.Context(), l, "a", "b")
+				require.NoError(t, err)
+				require.NoError(t, lock.Extend(t.Context()))
+				for _, n := range nodes {
+					for _, k := range n.Keys() {
+						n.Del(k)
+					}
+				}
+				require.ErrorIs(t, lock.Extend(t.Context()), core.ErrLockLost)
+				require.ErrorIs(t, lock.Release(t.Context()), core.ErrNotHeld)
+				_, err = kind.acquire(t.Context(), l, kind.bad...)
+				require.ErrorIs(t, err, core.ErrInvalidArgument)
+
+				// Two nodes restarted empty: the next acquisition waits
+				// for them (OpWait) before it wins.
+				restartEmpty(nodes[0])
+				restartEmpty(nodes[1])
+				lock, err = kind.acquire(t.Context(), l, "a", "b")
+				require.NoError(t, err)
+				require.NoError(t, lock.Release(t.Context()))
+
+				events := rec.take()
+				require.Equal(t, []core.Op{core.OpAcquire, core.OpExtend, core.OpLost, core.OpExtend, core.OpRelease,
+					core.OpAcquire, core.OpWait, core.OpAcquire, core.OpRelease}, kinds(events))
+				for _, e := range events {
+					assert.Equal(t, kind.name, e.Lock, "%s event", e.Kind)
+				}
+			})
+		})
+	}
+}

@@ -54,14 +54,18 @@ type lockKind interface {
 	stored() string
 	// queue is the key of its wait queue on the herald, "" if it has none.
 	queue() string
+	// shares reports whether locks of the kind hold a key together, so
+	// that their waiters are handed it together (driver.ReaderTicket).
+	shares() bool
 	// fenced reports whether a grant answers with a fencing counter,
 	// which raise brings to the token on a quorum (fencing.go).
 	fenced() bool
 	// raise returns the request that raises its fencing counters to token.
 	raise(token string) request
 	// grant returns the requests that acquire value on a node, without
-	// and with the restart guard.
-	grant(value string) (plain, guarded request)
+	// and with the restart guard; handed says the round was woken by its
+	// own ticket: the lock was handed to it.
+	grant(value string, handed bool) (plain, guarded request)
 	// extend returns the request that resets value's TTL on a node.
 	extend(value string) request
 	// release returns the request that deletes value on a node; on the
@@ -104,12 +108,13 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 func (m *mutex) stored() string { return m.rkey }
 func (m *mutex) queue() string  { return m.qkey }
 func (m *mutex) fenced() bool   { return m.fenceKey != "" }
+func (m *mutex) shares() bool   { return false }
 
 func (m *mutex) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, m.names[3:4], token)
 }
 
-func (m *mutex) grant(value string) (plain, guarded request) {
+func (m *mutex) grant(value string, _ bool) (plain, guarded request) {
 	guarded = newRequest(driver.ScriptAcquireGuarded, m.names[4:7], value, m.ttl, m.guardMillis)
 	switch {
 	case m.fenceKey == "":
@@ -163,13 +168,13 @@ func (l *Locker) send(ctx context.Context, i int, r *request) (any, error) {
 // grantCall is what an acquiring round asks node i: k's grant of value,
 // guarded where the restart guard applies. A fenced grant's counters go
 // to the returned slice; a young node's refusal is a restartGuardError.
-func (l *Locker) grantCall(k lockKind, value string) (nodeCall, []atomic.Int64) {
+func (l *Locker) grantCall(k lockKind, value string, handed bool) (nodeCall, []atomic.Int64) {
 	var counters []atomic.Int64 // atomic: a suspect call may write after the round
 	if k.fenced() {
 		counters = make([]atomic.Int64, len(l.nodes))
 	}
 	st := new(struct{ plain, guarded request }) // one allocation
-	st.plain, st.guarded = k.grant(value)
+	st.plain, st.guarded = k.grant(value, handed)
 	return func(ctx context.Context, i int) (bool, error) {
 		r := &st.plain
 		if l.guarded != nil && l.guarded[i] {
@@ -309,28 +314,19 @@ func voteOf(s driver.Script, reply any) (bool, error) {
 }
 
 // answerOf reads the reply of a compare-and-act script: 1 is yes, 0 or nil
-// no, 2 (the releases of every kind only) yes and handed over, anything
-// else an error.
+// no, 2 (a release or a withdrawal, of any kind) yes and handed over,
+// anything else an error.
 func answerOf(s driver.Script, reply any) (int64, error) {
 	switch v := reply.(type) {
 	case int64:
-		if v == 0 || v == 1 || (v == 2 && handsOver(s)) {
+		handsOver := s == driver.ScriptRelease || s == driver.ScriptReleaseAll || s == driver.ScriptReleaseShared || s == driver.ScriptWithdraw
+		if v == 0 || v == 1 || (v == 2 && handsOver) {
 			return v, nil
 		}
 	case nil:
 		return 0, nil
 	}
 	return 0, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, s.Name())
-}
-
-// handsOver reports whether s is a release that can hand the lock to a
-// waiter, answering 2.
-func handsOver(s driver.Script) bool {
-	switch s {
-	case driver.ScriptRelease, driver.ScriptReleaseAll, driver.ScriptReleaseShared, driver.ScriptWithdraw:
-		return true
-	}
-	return false
 }
 
 // bit is s's bit in Locker.loaded.
@@ -554,8 +550,9 @@ func detached(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// releaseAll asks every node to release value's hold of k (after a lost
-// round, withdraw it), but for the nodes in skipped, never sent it. With
+// releaseAll asks every node to release value's hold of k (with lost, the
+// clean-up of a round lost by an acquisition that waits: withdraw it),
+// but for the nodes in skipped, never sent it. With
 // notify, the herald also hands the lock to the oldest waiter in its
 // queue, and handed reports that it did. Nodes that answered prev, an
 // earlier release of the same value, are not asked again. A release to a
@@ -657,13 +654,14 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 
 // acquireOnce is one round of the Redlock algorithm for the lock k on key,
 // with the fencing step when k is fenced, a leaderRound after an empty
-// notice or a split. A failed round releases every node; it reports
-// whether that handed the key on.
-func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken wakeKind) (*Lock, *QuorumError, bool) {
+// notice or a split. A failed round releases every node (withdraws, when
+// the acquisition waits for another round: a writer marks that it waits);
+// it reports whether that handed the key on.
+func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken wakeKind, waits bool) (*Lock, *QuorumError, bool) {
 	value := newValue()
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
-	call, counters := l.grantCall(k, value)
+	call, counters := l.grantCall(k, value, woken == wokenByTicket)
 
 	var results []NodeResult
 	if (woken == wokenByNotice || woken == wokenBySplit) && len(l.nodes) > 1 {
@@ -688,7 +686,7 @@ func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken 
 
 	// Redlock rule 5: release every node, even after ctx ended. Only a round
 	// no notice started announces this release (docs/design.md, a round).
-	_, handed := l.releaseAll(detached(ctx), k, value, true, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
+	_, handed := l.releaseAll(detached(ctx), k, value, waits, ok > 0 && woken == wokenByNothing, nil, l.skippedNodes(results))
 	if fenceErr != nil {
 		fenceErr.Context = contextError(ctx)
 		return nil, fenceErr, handed

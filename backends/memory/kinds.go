@@ -160,7 +160,7 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	if e, ok := n.live(key, c.now); ok && e.value != driver.SharedValue {
 		return int64(0), nil
 	}
-	if _, ok := n.live(c.keys[2], c.now); ok {
+	if _, ok := n.live(c.keys[2], c.now); ok && (len(c.args) < 5 || c.args[4] != "1") {
 		return int64(0), nil
 	}
 	if r == nil {
@@ -321,4 +321,22 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Readers reads a readers set directly (set is named as driver.ReadersKey
+// names it): each live reader's value and remaining TTL, nil when none.
+// Tests use it as they use Get: it counts no call and works on a stopped
+// or paused node.
+func (n *Node) Readers(set string) map[string]time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := n.clock.Now()
+	var out map[string]time.Duration
+	for _, r := range n.liveReaders(set, now) {
+		if out == nil {
+			out = map[string]time.Duration{}
+		}
+		out[r.member] = time.UnixMilli(r.expiry).Sub(now)
+	}
+	return out
 }

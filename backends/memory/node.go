@@ -84,7 +84,7 @@ func (e entry) live(now time.Time) bool { return e.expires.IsZero() || now.Befor
 // Calls counts the commands a node has received, faults included. A batch
 // counts once in Batches and each of its calls in EvalSHA or Eval.
 // Acquires counts the acquisition attempts among them, whatever their form:
-// SET NX, or the fenced or restart-guarded acquisition script; Identifies
+// SET NX, or an acquisition script (driver.IsAcquisition); Identifies
 // counts core's identity checks among the scripts (driver.ScriptIdentify).
 type Calls struct {
 	SetNX, EvalSHA, Eval, Batches, Watches int

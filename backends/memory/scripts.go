@@ -66,7 +66,7 @@ var scriptImpls = map[driver.Script]scriptImpl{
 	driver.ScriptAcquireAll:     {span{1, many}, span{5, 5}, (*Node).acquireAll},
 	driver.ScriptExtendAll:      {span{1, many}, span{2, 2}, (*Node).extendAll},
 	driver.ScriptReleaseAll:     {span{1, many}, span{2, 3}, (*Node).releaseAll},
-	driver.ScriptAcquireShared:  {span{3, 5}, span{4, 4}, (*Node).acquireShared},
+	driver.ScriptAcquireShared:  {span{3, 5}, span{4, 5}, (*Node).acquireShared},
 	driver.ScriptExtendShared:   {span{2, 2}, span{2, 2}, (*Node).extendShared},
 	driver.ScriptReleaseShared:  {span{2, 3}, span{1, 2}, (*Node).releaseShared},
 	driver.ScriptWithdraw:       {span{2, 3}, span{2, 3}, (*Node).withdraw},
@@ -118,12 +118,21 @@ func (n *Node) handOff(c *scriptCall, queue, prefix []string) int64 {
 	if len(queue) == 0 || len(prefix) == 0 {
 		return 1
 	}
-	if ticket, ok := n.pop(queue[0], c.now); ok {
+	ticket, ok := n.pop(queue[0], c.now)
+	if !ok {
+		return 1
+	}
+	for {
 		owner, _, _ := strings.Cut(ticket, ".")
 		c.notify = append(c.notify, n.publish(prefix[0]+":"+owner, ticket)...)
-		return 2
+		if !driver.ReaderTicket(ticket) {
+			return 2
+		}
+		if next, ok := n.head(queue[0], c.now); !ok || !driver.ReaderTicket(next) {
+			return 2
+		}
+		ticket, _ = n.pop(queue[0], c.now)
 	}
-	return 1
 }
 
 // enqueue is driver.ScriptEnqueue: it appends a ticket to the lock's wait
@@ -310,6 +319,15 @@ func (n *Node) setNX(key, value string, ttl time.Duration, counter string, now t
 	}
 	n.data[key] = entry{value: value, expires: now.Add(ttl)}
 	return c + 1, nil
+}
+
+// head returns the oldest item of the list at key; n.mu is held.
+func (n *Node) head(key string, now time.Time) (string, bool) {
+	q, ok := n.data[key]
+	if !ok || !q.live(now) || len(q.list) == 0 {
+		return "", false
+	}
+	return q.list[0], true
 }
 
 // pop takes the oldest item of the list at key; n.mu is held.

@@ -31,6 +31,13 @@ func TestUsage(t *testing.T) {
 		{"no command after key", nil, []string{"run", "k", "--"}, "want KEY [--] COMMAND"},
 		{"flag after key", nil, []string{"run", "k", "--wait", "1s", "echo", "ran"}, "put flags before KEY"},
 		{"flag after key, then --", nil, []string{"run", "k", "--wait", "1s", "--", "echo", "ran"}, "put flags before KEY"},
+		{"flag among keys", nil, []string{"run", "a", "--shared", "b", "--", "echo", "ran"}, "put flags before KEY"},
+		{"command's -- without KEY --", nil, []string{"run", "k", "sh", "-c", "echo ran", "--", "x"}, `"sh" among the keys before -- is also a command`},
+		{"a flag among the keys", nil, []string{"run", "k", "{k}:sh", "-c", "echo ran", "--", "x"}, `"-c" among the keys before --`},
+		{"a command among the keys", nil, []string{"run", "k", "echo", "ran", "--", "x"}, `"echo" among the keys before -- is also a command`},
+		{"shared with two keys", nil, []string{"run", "--shared", "a", "b", "--", "echo", "ran"}, "--shared takes one KEY, not 2"},
+		{"key given twice", nil, []string{"run", "a", "b", "a", "--", "echo", "ran"}, `key "a" is given twice`},
+		{"empty key among keys", nil, []string{"run", "a", "", "--", "echo", "ran"}, "key is empty"},
 		{"flag's bad duration", nil, []string{"run", "--ttl", "5", "k", "--", "echo", "ran"}, `"5" is not a duration`},
 		{"bad duration", nil, []string{"run", "--wait", "soon", "k", "--", "echo", "ran"}, `"soon" is not a duration`},
 		{"negative wait", nil, []string{"run", "--wait", "-1s", "k", "--", "echo", "ran"}, "--wait -1s is negative"},
@@ -48,6 +55,8 @@ func TestUsage(t *testing.T) {
 		{"reserved key", nil, []string{"status", "quorumlock:birth"}, "reserved"},
 		{"status without key", nil, []string{"status"}, "want one KEY"},
 		{"status with run's flag", nil, []string{"status", "--wait", "1s", "k"}, "-wait"},
+		{"status --shared", nil, []string{"status", "--shared", "k"}, "-shared"},
+		{"status with two keys", nil, []string{"status", "a", "b"}, "want one KEY"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, addrs, c.env, c.args...)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,7 @@ type settings struct {
 	conflict               int           // run: the exit status when held elsewhere
 	killAfter              time.Duration // run: SIGTERM to SIGKILL
 	quiet                  bool          // run: nothing on stderr when held elsewhere
+	shared                 bool          // run: a shared (read) lock
 	value                  bool          // status: print the value
 }
 
@@ -114,14 +117,19 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 		fs.Func("conflict-exit-code", "", statusSetter(&s.conflict))
 		config("fencing", true)
 		fs.BoolVar(&s.quiet, "quiet", s.quiet, "")
+		// No variable: a read lock where a write lock was meant would let
+		// two writers in.
+		fs.BoolVar(&s.shared, "shared", false, "")
 	case "status":
 		fs.BoolVar(&s.value, "value", false, "")
 	}
 }
 
 // parseArgs parses flags and positional arguments. For run, flags come
-// before KEY; after KEY, an optional "--", then COMMAND, whatever it
-// contains (flock(1) reads it so). For status, flags may also follow KEY.
+// before the keys. The first "--" after the first KEY ends the keys and
+// COMMAND follows it, whatever it contains; without one, COMMAND follows
+// the one KEY (flock(1) reads it so). For status, flags may also follow
+// KEY.
 func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command []string, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -135,18 +143,38 @@ func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command [
 		if args = fs.Args(); len(args) == 0 {
 			return pos, nil, nil
 		}
+		if hasCommand {
+			return splitCommand(args)
+		}
 		pos, args = append(pos, args[0]), args[1:]
-		if !hasCommand {
-			continue
-		}
-		if len(args) > 0 && args[0] == "--" {
-			return pos, args[1:], nil
-		}
-		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
-			return nil, nil, fmt.Errorf("%q after KEY: put flags before KEY; COMMAND follows KEY, or KEY --", args[0])
-		}
-		return pos, args, nil
 	}
+}
+
+// splitCommand splits run's arguments after the flags into the keys and
+// COMMAND: KEY [KEY...] -- COMMAND, or KEY COMMAND when no "--" follows
+// KEY. An argument that starts with "-" where a key or COMMAND's first
+// word should be is a misplaced flag.
+func splitCommand(args []string) (keys, command []string, err error) {
+	keys, command = args[:1], args[1:]
+	if end := slices.Index(args, "--"); end > 0 {
+		keys, command = args[:end], args[end+1:]
+		for _, a := range keys[1:] {
+			if strings.HasPrefix(a, "-") {
+				return nil, nil, fmt.Errorf("%q among the keys before --: put flags before KEY; "+
+					"a COMMAND with a -- of its own follows KEY --", a)
+			}
+			// "run KEY make -- x" meant COMMAND "make -- x" before several
+			// keys were allowed: refuse a key that is also a command rather
+			// than run x under the keys KEY and make.
+			if _, err := exec.LookPath(a); err == nil {
+				return nil, nil, fmt.Errorf("%q among the keys before -- is also a command: write KEY -- COMMAND to run it; "+
+					"to lock a key of that name, give it a prefix, such as {%s}:%s", a, keys[0], a)
+			}
+		}
+	} else if len(command) > 0 && strings.HasPrefix(command[0], "-") {
+		return nil, nil, fmt.Errorf("%q after KEY: put flags before KEY; COMMAND follows KEY, or KEY [KEY...] --", command[0])
+	}
+	return keys, command, nil
 }
 
 // finish checks what the flags cannot, and builds the TLS configuration.

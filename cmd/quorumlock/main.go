@@ -3,15 +3,19 @@
 // (Redlock) or a Redis Cluster.
 //
 //	quorumlock run [flags] KEY -- COMMAND [ARGS...]
+//	quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
+//	quorumlock run --shared [flags] KEY -- COMMAND [ARGS...]
 //	quorumlock status [flags] KEY
 //
-// run acquires KEY, runs COMMAND in its own process group while keeping the
+// run acquires KEY (every KEY, or none; with --shared, a read lock that
+// other --shared runs share and a plain run waits for), runs COMMAND in its own process group while keeping the
 // lock alive, releases the lock once no process of that group is left
 // (COMMAND's background processes hold the lock too) and exits with
 // COMMAND's status. If the lock is lost, or at risk of being lost, while
 // COMMAND runs, COMMAND is stopped (SIGTERM to its process group, then
 // SIGKILL before the lock's validity ends) and run exits with status 79.
-// status reports whether KEY is held, on how many nodes, and for how long.
+// status reports whether KEY is held, on how many nodes, and for how long,
+// and a shared lock's readers.
 //
 // Every flag can also be given in the environment, under the names of
 // fxmodule's configuration (QUORUMLOCK_ADDRS, QUORUMLOCK_DRIVER,
@@ -73,6 +77,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 }
 
 const shortUsage = `usage: quorumlock run [flags] KEY [--] COMMAND [ARGS...]
+       quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
        quorumlock status [flags] KEY
 ('quorumlock help' lists the flags and exit statuses)
 `
@@ -82,17 +87,26 @@ over independent Redis masters (Redlock) or one Redis Cluster.
 
 Usage:
   quorumlock run [flags] KEY [--] COMMAND [ARGS...]
+  quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
   quorumlock status [flags] KEY
   quorumlock help
 
-Flags go before KEY. Whatever follows KEY (and an optional --) is COMMAND.
+Flags go before KEY. The first -- after KEY ends the keys, and COMMAND
+follows it, a -- of its own included; without a --, COMMAND follows the
+one KEY.
 
 run acquires KEY, runs COMMAND in its own process group while keeping the
 lock alive, releases the lock once COMMAND and every process of its group
 have exited (one that leaves the group, by setsid, runs on without the
 lock), and exits with COMMAND's status. COMMAND finds the key in
-QUORUMLOCK_KEY and, with --fencing, the lock's fencing token in
-QUORUMLOCK_TOKEN.
+QUORUMLOCK_KEY (several keys: sorted, joined by commas) and, with
+--fencing, the lock's fencing token in QUORUMLOCK_TOKEN.
+
+  With several keys, run holds every one or none: no other lock on any
+  of them holds meanwhile. With --shared, run holds a read lock on KEY:
+  any number of --shared runs hold it at once, and a plain run of KEY
+  (a writer) waits for all of them (exits 75 without --wait); once a
+  writer waits, new --shared runs wait behind it.
 
   If the lock is lost while COMMAND runs, or at risk (an extension has
   failed, or the keep-alive stopped at QUORUMLOCK_MAX_HOLD, and less than
@@ -104,7 +118,8 @@ QUORUMLOCK_TOKEN.
   COMMAND's process group; the lock is released once the group is gone.
 
 status prints whether KEY is held, on how many nodes and for how long, and
-each node's answer; with --value, the lock's value too.
+each node's answer; when --shared runs hold it, each reader and how long it
+holds; with --value, the lock's value (and the readers') too.
 
 Flags (each also read from the environment variable named after it;
 a flag wins over its variable):
@@ -143,12 +158,15 @@ run only:
                                                             QUORUMLOCK_KILL_AFTER
   --fencing               take a fencing token, given to COMMAND as
                           QUORUMLOCK_TOKEN                  QUORUMLOCK_FENCING
+  --shared                a shared (read) lock on one KEY; no variable:
+                          a read lock where a write lock was meant would
+                          let two writers in
   --quiet                 print nothing when the lock is (or may be) held
                           elsewhere: for cron, which mails any output
                                                             QUORUMLOCK_QUIET
 status only:
-  --value                 print the lock's value (a secret: whoever knows it
-                          can release or extend the lock)
+  --value                 print the lock's value and the readers' (secrets:
+                          whoever knows one can release or extend its lock)
 
 Every other setting of fxmodule's configuration is read from its variable
 too (QUORUMLOCK_STRATEGY, QUORUMLOCK_QUORUM, QUORUMLOCK_RESTART_GUARD...).
@@ -159,8 +177,9 @@ Exit statuses:
   1               status: KEY is free
   64              bad flags, arguments or environment (EX_USAGE)
   69              fewer than a quorum of servers answered (EX_UNAVAILABLE)
-  75              run: the lock is held elsewhere, or may be because a
-                  server restarted within the TTL (EX_TEMPFAIL;
+  75              run: the lock is held elsewhere (for --shared, by a
+                  writer, or a writer waits), or may be because a server
+                  restarted within the TTL (EX_TEMPFAIL;
                   --conflict-exit-code changes it)
   79              run: COMMAND was stopped because the lock was lost or
                   at risk
@@ -173,4 +192,11 @@ Examples:
 
   # a deploy step: wait up to 10 minutes for the migration lock
   quorumlock run --wait 10m db-migrate -- ./migrate up
+
+  # two accounts at once (one hash tag: one slot of a Redis Cluster)
+  quorumlock run --wait 1m {acct}:alice {acct}:bob -- ./transfer alice bob 10
+
+  # many readers at once; a plain run of config waits for them all
+  quorumlock run --shared --wait 1m config -- ./render-site
+  quorumlock run --wait 5m config -- ./edit-config
 `

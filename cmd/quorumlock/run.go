@@ -32,10 +32,13 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	if code, done := parsed(err, "run", stdout, stderr); done {
 		return code
 	}
-	if len(pos) != 1 || len(command) == 0 {
-		return usageFailure(stderr, "run", errors.New("want KEY [--] COMMAND [ARGS...]"))
+	if len(pos) == 0 || len(command) == 0 {
+		return usageFailure(stderr, "run", errors.New("want KEY [--] COMMAND [ARGS...] or KEY [KEY...] -- COMMAND [ARGS...]"))
 	}
-	key := pos[0]
+	if s.shared && len(pos) > 1 {
+		return usageFailure(stderr, "run", fmt.Errorf("--shared takes one KEY, not %d: a read lock holds one key", len(pos)))
+	}
+	want := wanted{keys: pos, shared: s.shared}
 	sigs := make(chan os.Signal, len(forwarded))
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
@@ -46,11 +49,11 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	locker, err := newLocker(s.cfg, opts...)
 	if err != nil {
-		return failure(stderr, "run", key, &s, err)
+		return failure(stderr, "run", want, &s, err)
 	}
 	defer closeSoon(locker)
 
-	lock, sig, err := acquire(locker, key, s.wait, sigs)
+	lock, sig, err := acquire(locker, want, s.wait, sigs)
 	if err == nil {
 		err = lock.KeepAlive()
 	}
@@ -60,7 +63,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 			say(stderr, "got %s before COMMAND started: COMMAND not run", signalName(sig))
 			return 128 + int(sig.(syscall.Signal))
 		}
-		return failure(stderr, "run", key, &s, err)
+		return failure(stderr, "run", want, &s, err)
 	}
 	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, stderr: stderr}
 	return sv.run(command, sigs)
@@ -123,10 +126,66 @@ func closeSoon(locker *core.Locker) {
 	}
 }
 
-// acquire takes key, waiting up to wait for it (0: one try). A signal on
-// sigs stops the wait; it is returned, with the lock if one was taken
-// meanwhile.
-func acquire(locker *core.Locker, key string, wait time.Duration, sigs <-chan os.Signal) (lock *core.Lock, got os.Signal, err error) {
+// wanted is the lock that run asks for: one key, a set of keys (all or
+// none), or a shared (read) lock on one key.
+type wanted struct {
+	keys   []string
+	shared bool
+}
+
+// take makes one round for the lock (wait false), or waits for it until
+// ctx ends.
+func (w wanted) take(ctx context.Context, l *core.Locker, wait bool) (*core.Lock, error) {
+	switch {
+	case w.shared && wait:
+		return l.AcquireShared(ctx, w.keys[0])
+	case w.shared:
+		return l.TryAcquireShared(ctx, w.keys[0])
+	case len(w.keys) > 1 && wait:
+		return l.AcquireAll(ctx, w.keys...)
+	case len(w.keys) > 1:
+		return l.TryAcquireAll(ctx, w.keys...)
+	case wait:
+		return l.Acquire(ctx, w.keys[0])
+	}
+	return l.TryAcquire(ctx, w.keys[0])
+}
+
+// String names the lock in messages: lock "k", read lock "k", or
+// locks "a", "b".
+func (w wanted) String() string {
+	quoted := make([]string, len(w.keys))
+	for i, k := range w.keys {
+		quoted[i] = strconv.Quote(k)
+	}
+	switch {
+	case w.shared:
+		return "read lock " + quoted[0]
+	case len(w.keys) > 1:
+		return "locks " + strings.Join(quoted, ", ")
+	}
+	return "lock " + quoted[0]
+}
+
+// heldElsewhere says why the lock was refused, after waiting wait.
+func (w wanted) heldElsewhere(wait time.Duration) string {
+	still, after := "", ""
+	if wait > 0 {
+		still, after = "still ", fmt.Sprintf(" after waiting %v", wait)
+	}
+	switch {
+	case w.shared:
+		return fmt.Sprintf("%s is %srefused%s: a writer holds the key elsewhere, or waits for it", w, still, after)
+	case len(w.keys) > 1:
+		return fmt.Sprintf("%s: one or more is %sheld elsewhere%s", w, still, after)
+	}
+	return fmt.Sprintf("%s is %sheld elsewhere%s", w, still, after)
+}
+
+// acquire takes the lock w, waiting up to wait for it (0: one try). A
+// signal on sigs stops the wait; it is returned, with the lock if one was
+// taken meanwhile.
+func acquire(locker *core.Locker, w wanted, wait time.Duration, sigs <-chan os.Signal) (lock *core.Lock, got os.Signal, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -137,10 +196,10 @@ func acquire(locker *core.Locker, key string, wait time.Duration, sigs <-chan os
 		}
 	})
 	if wait == 0 {
-		lock, err = locker.TryAcquire(ctx, key)
+		lock, err = w.take(ctx, locker, false)
 	} else {
 		wctx, wcancel := context.WithTimeout(ctx, wait)
-		lock, err = locker.Acquire(wctx, key)
+		lock, err = w.take(wctx, locker, true)
 		wcancel()
 	}
 	cancel()
@@ -190,27 +249,27 @@ func parsed(err error, name string, stdout, stderr io.Writer) (int, bool) {
 	return usageFailure(stderr, name, err), true
 }
 
-// failure reports err, from building the Locker or from the lock on key,
-// and returns the exit status it calls for: 64, with the usage line, for
+// failure reports err, from building the Locker or from the lock w, and
+// returns the exit status it calls for: 64, with the usage line, for
 // bad input; the conflict status when the lock is (or may be) held
 // elsewhere, said unless --quiet; 69 otherwise.
-func failure(stderr io.Writer, name, key string, s *settings, err error) int {
+func failure(stderr io.Writer, name string, w wanted, s *settings, err error) int {
 	switch {
 	case errors.Is(err, core.ErrInvalidArgument):
 		return usageFailure(stderr, name, err)
 	case conflicting(err):
 		if !s.quiet {
-			explain(stderr, key, s.wait, err)
+			explain(stderr, w, s.wait, err)
 		}
 		return s.conflict
 	}
-	explain(stderr, key, s.wait, err)
+	explain(stderr, w, s.wait, err)
 	return exitUnavailable
 }
 
 func usageFailure(stderr io.Writer, name string, err error) int {
 	synopsis := map[string]string{
-		"run":    "quorumlock run [flags] KEY [--] COMMAND [ARGS...]",
+		"run":    "quorumlock run [flags] KEY [--] COMMAND [ARGS...]\n       quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]",
 		"status": "quorumlock status [flags] KEY",
 	}[name]
 	fmt.Fprintf(stderr, "quorumlock %s: %s\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n",
@@ -257,25 +316,23 @@ func unprefixed(msg string) string { return strings.ReplaceAll(msg, "quorumlock:
 // printErr writes err on one line.
 func printErr(w io.Writer, err error) { say(w, "%v", err) }
 
-// explain says on one line why key was not acquired, and the round's
-// details on the next.
-func explain(w io.Writer, key string, wait time.Duration, err error) {
+// explain says on one line why the lock w was not acquired, and the
+// round's details on the next.
+func explain(out io.Writer, w wanted, wait time.Duration, err error) {
 	switch r := reason(err); {
-	case errors.Is(r, core.ErrNotAcquired) && wait > 0:
-		say(w, "lock %q is still held elsewhere after waiting %v", key, wait)
 	case errors.Is(r, core.ErrNotAcquired):
-		say(w, "lock %q is held elsewhere", key)
+		say(out, "%s", w.heldElsewhere(wait))
 	case errors.Is(r, core.ErrNodeRestarted):
-		say(w, "lock %q may be held elsewhere: servers (re)started within the TTL, and the restart guard keeps them "+
+		say(out, "%s may be held elsewhere: servers (re)started within the TTL, and the restart guard keeps them "+
 			"from voting until a lock they may have forgotten has expired; servers that never held a lock can be "+
-			"adopted once with redis-cli -h HOST -p PORT SET %s 0 (docs/restart-guard.md)", key, driver.BirthKey)
+			"adopted once with redis-cli -h HOST -p PORT SET %s 0 (docs/restart-guard.md)", w, driver.BirthKey)
 	case errors.Is(r, core.ErrUnavailable):
-		say(w, "lock %q: fewer than a quorum of servers answered", key)
+		say(out, "%s: fewer than a quorum of servers answered", w)
 	default:
-		printErr(w, err)
+		printErr(out, err)
 		return
 	}
-	fmt.Fprintf(w, "  %s\n", unprefixed(err.Error()))
+	fmt.Fprintf(out, "  %s\n", unprefixed(err.Error()))
 }
 
 // startStatus is the exit status for a COMMAND that could not be started.

@@ -123,15 +123,16 @@ func TestRunExitStatus(t *testing.T) {
 	assert.Equal(t, "[]\n", r.stdout, "without --fencing no token, not even an inherited one")
 }
 
-// COMMAND is everything after KEY, or after KEY --, even a "--" of its
-// own.
+// COMMAND is everything after KEY when no "--" follows, or after the
+// first "--" after the keys, even a "--" of its own.
 func TestRunCommandLine(t *testing.T) {
 	t.Parallel()
 	addrs := serverAddrs(t)
 	for _, args := range [][]string{
-		{"run", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", key(t), "sh", "-c", `echo "$@"`, "_", "a", "b"},
 		{"run", key(t), "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
-		{"run", "--", key(t), "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", "--", key(t), "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
+		{"run", key(t) + ":1", key(t) + ":2", "--", "sh", "-c", `echo "$@"`, "--", "a", "b"},
 	} {
 		r := runCLI(t, addrs, nil, args...)
 		assert.Equal(t, 0, r.code, "%q: %s", args, r.stderr)
@@ -258,13 +259,24 @@ func TestRunCluster(t *testing.T) {
 	c, err := redistest.StartCluster(t.Context(), redistest.ClusterMasters)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
+	// A first call to a cluster (its topology too) can miss 50 ms on a busy
+	// machine; this test is not about slow servers.
+	env := []string{"QUORUMLOCK_NODE_TIMEOUT=1s"}
 	for _, d := range []string{"goredis", "rueidis", "valkey"} {
 		k := key(t) + ":" + d
-		r := runCLI(t, c.Addrs(), nil, "run", "--cluster", "--driver", d, k, "--", "sh", "-c",
+		r := runCLI(t, c.Addrs(), env, "run", "--cluster", "--driver", d, k, "--", "sh", "-c",
 			os.Args[0]+` status --cluster --driver `+d+` "$QUORUMLOCK_KEY"`)
 		assert.Equal(t, 0, r.code, "%s: %s", d, r.stderr)
 		assert.Regexp(t, `held on 1 of 1 nodes \(quorum 1\)`, r.stdout, d)
-		r = runCLI(t, c.Addrs(), nil, "status", "--cluster", "--driver", d, k)
+		r = runCLI(t, c.Addrs(), env, "status", "--cluster", "--driver", d, k)
 		assert.Equal(t, exitFree, r.code, "%s: released: %s", d, r.stderr)
 	}
+	// Several keys must share a slot there: refused before any node is asked.
+	r := runCLI(t, c.Addrs(), env, "run", "--cluster", key(t)+":a", key(t)+":b", "--", "echo", "ran")
+	assert.Equal(t, exitUsage, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "one hash tag")
+	assert.Empty(t, r.stdout)
+	r = runCLI(t, c.Addrs(), env, "run", "--cluster", "{"+key(t)+"}:a", "{"+key(t)+"}:b", "--", "echo", "ran")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Equal(t, "ran\n", r.stdout)
 }

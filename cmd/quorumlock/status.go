@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // statusCommand is `quorumlock status`.
@@ -21,14 +24,15 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return usageFailure(stderr, "status", errors.New("want one KEY"))
 	}
+	w := wanted{keys: pos}
 	locker, err := newLocker(s.cfg)
 	if err != nil {
-		return failure(stderr, "status", pos[0], &s, err)
+		return failure(stderr, "status", w, &s, err)
 	}
 	defer closeSoon(locker)
 	st, err := locker.Inspect(context.Background(), pos[0])
 	if err != nil {
-		return failure(stderr, "status", pos[0], &s, err)
+		return failure(stderr, "status", w, &s, err)
 	}
 	printState(stdout, st, s.value)
 	if st.Held() {
@@ -37,10 +41,15 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	return exitFree
 }
 
-// printState writes a summary line, then one line per node.
+// printState writes a summary line, then one line per node, then, when
+// readers hold the key (a shared lock), one line per reader.
 func printState(w io.Writer, st *core.KeyState, showValue bool) {
 	value, on, ttl := st.Holder()
+	readers := readersOf(st)
 	switch {
+	case st.Held() && value == driver.SharedValue:
+		fmt.Fprintf(w, "%s: held by %s on %d of %d nodes (quorum %d), %s\n",
+			st.Key, readerCount(heldCount(readers)), on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case st.Held():
 		fmt.Fprintf(w, "%s: held on %d of %d nodes (quorum %d), %s\n", st.Key, on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case on > 0:
@@ -51,6 +60,16 @@ func printState(w io.Writer, st *core.KeyState, showValue bool) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	for _, n := range st.Nodes {
 		fmt.Fprintf(tw, "  %s\t%s\n", n.Node, nodeText(n, value, showValue))
+	}
+	if len(readers) > 0 {
+		fmt.Fprintf(tw, "  readers:\n")
+	}
+	for i, r := range readers {
+		name := fmt.Sprintf("reader %d", i+1)
+		if showValue {
+			name = r.value
+		}
+		fmt.Fprintf(tw, "    %s\t%s\n", name, r.text(len(st.Nodes)))
 	}
 	_ = tw.Flush()
 }
@@ -63,6 +82,8 @@ func nodeText(n core.NodeState, holder string, showValue bool) string {
 		return b.String()
 	case n.Value == "":
 		return "free"
+	case n.Value == driver.SharedValue:
+		fmt.Fprintf(&b, "shared\t%s\t%s", ttlText(n.TTL), readerCount(len(n.Readers)))
 	case n.Value == holder:
 		fmt.Fprintf(&b, "held\t%s", ttlText(n.TTL))
 	default:
@@ -72,6 +93,75 @@ func nodeText(n core.NodeState, holder string, showValue bool) string {
 		fmt.Fprintf(&b, "\t%s", n.Value)
 	}
 	return b.String()
+}
+
+// reader is one shared lock's state across the nodes.
+type reader struct {
+	value string        // the reader's value, a secret
+	on    int           // how many nodes list it
+	held  bool          // on a quorum
+	left  time.Duration // as KeyState.Holder's TTL
+}
+
+func (r reader) text(nodes int) string {
+	if r.held {
+		return fmt.Sprintf("on %d of %d nodes\t%s", r.on, nodes, leftText(r.left))
+	}
+	return fmt.Sprintf("on %d of %d nodes, not a quorum\t%s", r.on, nodes, leftText(r.left))
+}
+
+// readersOf lists the readers that any node lists under st's key, those
+// that hold it longest first. Each is judged as a lock is (KeyState.Holder):
+// held while a quorum lists it.
+func readersOf(st *core.KeyState) []reader {
+	var readers []reader
+	seen := make(map[string]bool)
+	for _, n := range st.Nodes {
+		for v := range n.Readers {
+			if seen[v] {
+				continue
+			}
+			seen[v] = true
+			one := core.KeyState{Quorum: st.Quorum, Nodes: make([]core.NodeState, len(st.Nodes))}
+			for i, m := range st.Nodes {
+				one.Nodes[i].NodeResult = m.NodeResult
+				if ttl, ok := m.Readers[v]; ok {
+					one.Nodes[i].Value, one.Nodes[i].TTL = v, ttl
+				}
+			}
+			_, on, left := one.Holder()
+			readers = append(readers, reader{value: v, on: on, held: one.Held(), left: left})
+		}
+	}
+	slices.SortFunc(readers, func(a, b reader) int {
+		if a.held != b.held {
+			if a.held {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(b.left, a.left), strings.Compare(a.value, b.value))
+	})
+	return readers
+}
+
+// readerCount says "1 reader" or "n readers".
+func readerCount(n int) string {
+	if n == 1 {
+		return "1 reader"
+	}
+	return fmt.Sprintf("%d readers", n)
+}
+
+// heldCount is how many of readers hold the key.
+func heldCount(readers []reader) int {
+	n := 0
+	for _, r := range readers {
+		if r.held {
+			n++
+		}
+	}
+	return n
 }
 
 // leftText says how long a value stays.

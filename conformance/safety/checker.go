@@ -14,8 +14,10 @@ import (
 // History's, shared by every client.
 type Section struct {
 	Client int
-	Key    string
-	Token  int64 // the fencing token, when the Locker has fencing on
+	Key    string   // the lock's name: its keys joined by commas
+	Keys   []string // a multi-key lock's keys (Key alone when empty)
+	Shared bool     // under a shared (read) lock
+	Token  int64    // the fencing token, when the Locker has fencing on
 	Start  time.Duration
 	End    time.Duration
 	// ValidUntil is when the lock stops being safe to use, as the client
@@ -26,7 +28,11 @@ type Section struct {
 }
 
 func (s Section) String() string {
-	return fmt.Sprintf("client %d on %q [%v, %v] valid until %v token %d", s.Client, s.Key, s.Start, s.End, s.ValidUntil, s.Token)
+	shared := ""
+	if s.Shared {
+		shared = " (shared)"
+	}
+	return fmt.Sprintf("client %d on %q%s [%v, %v] valid until %v token %d", s.Client, s.Key, shared, s.Start, s.End, s.ValidUntil, s.Token)
 }
 
 // History collects the sections and the operations (on locks and on the
@@ -65,14 +71,15 @@ type ViolationKind string
 
 // The kinds of violation Check and CheckHistories find.
 const (
-	// MutexHistory: a key's lock operations are not a linearizable history
-	// of a mutex (MutexModel): a lock was granted while another client
-	// held it, mutual exclusion broken. Found by CheckHistories.
-	MutexHistory ViolationKind = "mutex history"
-	// RegisterHistory: the read-modify-writes of the register a key's lock
-	// protects are not a linearizable history of a register
-	// (RegisterModel): two holders' updates interleaved. Found by
-	// CheckHistories.
+	// LockHistory: a key's lock operations are not a linearizable history
+	// of a readers-writer lock (LockModel): a lock was granted while
+	// another client held it, exclusion broken (two exclusive holders, or
+	// a shared and an exclusive one). Found by CheckHistories.
+	LockHistory ViolationKind = "lock history"
+	// RegisterHistory: the read-modify-writes and reads of the register a
+	// key's lock protects are not a linearizable history of a register
+	// (RegisterModel): two holders' updates interleaved, or a write fell
+	// inside a reader's section. Found by CheckHistories.
 	RegisterHistory ViolationKind = "register history"
 	// LateEntry: a holder began using the resource after its lock's
 	// validity had ended, when another may already hold it.
@@ -82,7 +89,7 @@ const (
 	Overrun ViolationKind = "overrun"
 	// StaleToken: a holder's fencing token was not larger than the token
 	// of another lock's section that had ended before it began (only
-	// checked when tokens are recorded).
+	// checked when tokens are recorded; a reader's only against writers').
 	StaleToken ViolationKind = "stale-token"
 )
 
@@ -100,7 +107,7 @@ type Violation struct {
 
 func (v Violation) String() string {
 	switch {
-	case v.Kind == MutexHistory || v.Kind == RegisterHistory:
+	case v.Kind == LockHistory || v.Kind == RegisterHistory:
 		return fmt.Sprintf("%s of %q is not linearizable (porcupine's visualisation: %s)", v.Kind, v.Key, v.File)
 	case v.Other != nil:
 		return fmt.Sprintf("%s: %v and %v", v.Kind, v.Section, *v.Other)
@@ -111,7 +118,8 @@ func (v Violation) String() string {
 // Check returns the violations in sections that the histories' models
 // cannot see, having no clock and no tokens: sections that began after
 // their validity ended or ran past it, and, when fenced is true, tokens
-// that did not grow. Overlapping sections are CheckHistories' to find.
+// that did not grow, key by key (a multi-key lock's section counts for
+// each of its keys). Overlapping sections are CheckHistories' to find.
 func Check(sections []Section, fenced bool) []Violation {
 	var out []Violation
 	byKey := make(map[string][]Section)
@@ -122,7 +130,9 @@ func Check(sections []Section, fenced bool) []Violation {
 		case s.End > s.ValidUntil:
 			out = append(out, Violation{Kind: Overrun, Section: s})
 		}
-		byKey[s.Key] = append(byKey[s.Key], s)
+		for _, k := range keysOf(s.Key, s.Keys) {
+			byKey[k] = append(byKey[k], s)
+		}
 	}
 	if !fenced {
 		return out
@@ -138,24 +148,35 @@ func Check(sections []Section, fenced bool) []Violation {
 }
 
 // staleTokens finds the sections of one key, sorted by start, whose token
-// is not above that of every section that ended before they began. A
-// later section of the same lock (the same client and token, after an
-// extension) is not stale.
+// is not above that of every section that ended before they began; a
+// reader's is checked against the writers' (exclusive) sections only,
+// since readers' tokens are new but need not grow among readers that
+// overlap. A later section of the same lock (the same client and token,
+// after an extension) is not stale.
 func staleTokens(list []Section) []Violation {
 	var out []Violation
 	byEnd := slices.Clone(list)
 	slices.SortFunc(byEnd, func(a, b Section) int { return cmp.Compare(a.End, b.End) })
-	j, best := 0, -1 // best: index in byEnd of the highest token ended so far
+	// best, bestWriter: indexes in byEnd of the highest token ended so
+	// far, of any section and of a writer's.
+	j, best, bestWriter := 0, -1, -1
 	for _, s := range list {
 		for ; j < len(byEnd) && byEnd[j].End <= s.Start; j++ {
 			if best < 0 || byEnd[j].Token > byEnd[best].Token {
 				best = j
 			}
+			if !byEnd[j].Shared && (bestWriter < 0 || byEnd[j].Token > byEnd[bestWriter].Token) {
+				bestWriter = j
+			}
 		}
-		if best < 0 {
+		b := best
+		if s.Shared {
+			b = bestWriter
+		}
+		if b < 0 {
 			continue
 		}
-		other := byEnd[best]
+		other := byEnd[b]
 		if s.Token < other.Token || s.Token == other.Token && s.Client != other.Client {
 			out = append(out, Violation{Kind: StaleToken, Section: s, Other: &other})
 		}

@@ -1,6 +1,7 @@
 package safety_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,20 @@ func sec(client int, key string, token int64, start, end, valid int) safety.Sect
 	ms := time.Millisecond
 	return safety.Section{Client: client, Key: key, Token: token,
 		Start: time.Duration(start) * ms, End: time.Duration(end) * ms, ValidUntil: time.Duration(valid) * ms}
+}
+
+// rsec is a reader's section.
+func rsec(client int, key string, token int64, start, end, valid int) safety.Section {
+	s := sec(client, key, token, start, end, valid)
+	s.Shared = true
+	return s
+}
+
+// setSec is a section under a multi-key lock.
+func setSec(client int, keys []string, token int64, start, end, valid int) safety.Section {
+	s := sec(client, strings.Join(keys, ","), token, start, end, valid)
+	s.Keys = keys
+	return s
 }
 
 func kinds(vs []safety.Violation) []safety.ViolationKind {
@@ -43,6 +58,13 @@ func TestCheck(t *testing.T) {
 		{"stale against an older, higher one", []safety.Section{sec(1, "k", 9, 0, 10, 100), sec(2, "k", 10, 20, 30, 100), sec(3, "k", 8, 40, 50, 100)}, true,
 			[]safety.ViolationKind{safety.StaleToken}},
 		{"the same lock after an extension", []safety.Section{sec(1, "k", 5, 0, 10, 100), sec(1, "k", 5, 20, 30, 200)}, true, nil},
+		{"readers' tokens need not grow among readers", []safety.Section{rsec(1, "k", 6, 0, 10, 100), rsec(2, "k", 5, 20, 30, 100)}, true, nil},
+		{"a reader's token below an earlier writer's", []safety.Section{sec(1, "k", 6, 0, 10, 100), rsec(2, "k", 5, 20, 30, 100)}, true,
+			[]safety.ViolationKind{safety.StaleToken}},
+		{"a writer's token below an earlier reader's", []safety.Section{rsec(1, "k", 6, 0, 10, 100), sec(2, "k", 5, 20, 30, 100)}, true,
+			[]safety.ViolationKind{safety.StaleToken}},
+		{"a set's section counts for each key", []safety.Section{sec(1, "b", 6, 0, 10, 100), setSec(2, []string{"a", "b"}, 5, 20, 30, 100)}, true,
+			[]safety.ViolationKind{safety.StaleToken}},
 		{"tokens ignored unless fenced", []safety.Section{sec(1, "k", 5, 0, 10, 100), sec(2, "k", 4, 20, 30, 100)}, false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

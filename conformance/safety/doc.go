@@ -15,6 +15,12 @@
 // once. The majorities ring (Ring) cuts each client off from the nodes
 // outside its own majority, a different one for each client.
 //
+// Config.Workload says what the clients take: one key's plain lock
+// (MutexWorkload, the default); shared locks and plain locks (its writers)
+// on one key (ReadWriteWorkload); or sets of overlapping keys with
+// AcquireAll (MultiKeyWorkload). Under each, a holder works on the
+// registers of the keys it holds.
+//
 // # What is recorded
 //
 // On one monotonic clock, the History's, every client records each
@@ -35,8 +41,9 @@
 // porcupine (github.com/anishathalye/porcupine), as etcd's robustness
 // tests and Jepsen's lock workloads do:
 //
-//   - the lock operations against MutexModel, a mutex whose state is its
-//     holder. A lease has no place in a model without a clock, so the
+//   - the lock operations against LockModel, a readers-writer lock whose
+//     state is its exclusive holder or its shared holders (a multi-key
+//     lock's operations count in each of its keys' histories). A lease has no place in a model without a clock, so the
 //     history carries it: a hold ends with an operation whose invocation
 //     is the earlier of the release's invocation and the end of the lock's
 //     validity as the client learnt it after the acquire or its last
@@ -51,6 +58,9 @@
 //     Two holders' updates that interleaved make the history not
 //     linearizable, whether or not the clients could see it; so does any
 //     overlap of sections in time, since each section contains its update.
+//     A reader's section, under a shared lock, reads the register at its
+//     start and at its end, one atomic operation that must read the
+//     register's value twice: a writer's update between them fails.
 //
 // On a history that is not linearizable, porcupine's HTML visualisation is
 // written into Config.HistoryDir, in a file named with the seed, and the

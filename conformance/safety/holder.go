@@ -27,7 +27,8 @@ func (h *holder) use(ctx context.Context, lock *core.Lock, validUntil time.Durat
 		return err
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*h.ttl)
-	op := LockOp{Client: h.client, Key: lock.Key(), Kind: Extend, Call: h.hist.Now()}
+	op := lockOp(h.client, lock, Extend)
+	op.Call = h.hist.Now()
 	err := lock.Extend(ectx)
 	cancel()
 	op.Return, op.Outcome = h.hist.Now(), OutcomeOf(err)
@@ -41,12 +42,19 @@ func (h *holder) use(ctx context.Context, lock *core.Lock, validUntil time.Durat
 	return h.section(ctx, lock, op.ValidUntil)
 }
 
-// section is one use of the resource: the register's read-modify-write
-// around up to maxWork, recorded as a Section.
+// section is one use of the resource, recorded as a Section, around up to
+// maxWork: under a shared lock, two reads of the key's register, at its
+// start and at its end; else the read-modify-write of every key's register.
 func (h *holder) section(ctx context.Context, lock *core.Lock, validUntil time.Duration) error {
-	s := Section{Client: h.client, Key: lock.Key(), Token: lock.Token(), ValidUntil: validUntil}
+	s := Section{Client: h.client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Token: lock.Token(), ValidUntil: validUntil}
+	during := func() { work(h.rng) }
 	s.Start = h.hist.Now()
-	err := h.regs.Update(ctx, h.hist, h.client, s.Key, func() { work(h.rng) })
+	var err error
+	if s.Shared {
+		err = h.regs.Read(ctx, h.hist, h.client, s.Key, during)
+	} else {
+		err = h.regs.UpdateAll(ctx, h.hist, h.client, s.Keys, during)
+	}
 	s.End = h.hist.Now()
 	h.hist.Add(s)
 	return err
@@ -56,8 +64,14 @@ func (h *holder) section(ctx context.Context, lock *core.Lock, validUntil time.D
 func (h *holder) release(ctx context.Context, lock *core.Lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*h.ttl)
 	defer cancel()
-	op := LockOp{Client: h.client, Key: lock.Key(), Kind: Release, Call: h.hist.Now()}
+	op := lockOp(h.client, lock, Release)
+	op.Call = h.hist.Now()
 	err := lock.Release(rctx)
 	op.Return, op.Outcome = h.hist.Now(), OutcomeOf(err)
 	h.hist.AddLockOp(op)
+}
+
+// lockOp is client's operation of kind on lock, to be timed.
+func lockOp(client int, lock *core.Lock, kind LockOpKind) LockOp {
+	return LockOp{Client: client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Kind: kind}
 }

@@ -1,6 +1,7 @@
 package safety
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -16,7 +17,8 @@ import (
 const checkTimeout = time.Minute
 
 // CheckHistories checks with porcupine, key by key, that the lock
-// operations of h are a linearizable history of MutexModel, and its
+// operations of h are a linearizable history of LockModel (an operation on
+// a multi-key lock counts in each of its keys' histories), and its
 // register operations one of RegisterModel. It returns a violation for each
 // history that is not, and writes porcupine's visualisation of it into
 // dir, in a file whose name starts with name (the violation names the
@@ -26,7 +28,9 @@ func CheckHistories(h *History, dir, name string) ([]Violation, error) {
 	end := h.Now() // after every operation recorded so far
 	lockOps, regOps := map[string][]LockOp{}, map[string][]RegisterOp{}
 	for _, o := range h.LockOps() {
-		lockOps[o.Key] = append(lockOps[o.Key], o)
+		for _, k := range keysOf(o.Key, o.Keys) {
+			lockOps[k] = append(lockOps[k], o)
+		}
 	}
 	for _, o := range h.RegisterOps() {
 		regOps[o.Key] = append(regOps[o.Key], o)
@@ -34,7 +38,7 @@ func CheckHistories(h *History, dir, name string) ([]Violation, error) {
 	}
 	var out []Violation
 	for i, k := range slices.Sorted(maps.Keys(lockOps)) {
-		v, err := linearizable(MutexHistory, k, MutexModel, holds(lockOps[k]), filepath.Join(dir, fmt.Sprintf("%s-mutex-k%d.html", name, i)))
+		v, err := linearizable(LockHistory, k, LockModel, holds(lockOps[k]), filepath.Join(dir, fmt.Sprintf("%s-lock-k%d.html", name, i)))
 		out = append(out, v...)
 		if err != nil {
 			return out, err
@@ -76,6 +80,7 @@ func linearizable(kind ViolationKind, key string, model porcupine.Model, ops []p
 func checkRun(hist *History, cfg Config, rep *Report, start time.Time) error {
 	sections := hist.Sections()
 	rep.Sections, rep.LockOps, rep.RegisterOps = len(sections), len(hist.LockOps()), len(hist.RegisterOps())
+	rep.Readers, rep.MostReaders, rep.Sets = sharing(sections)
 	name := fmt.Sprintf("safety-seed%d-%s", cfg.Seed, start.Format("20060102T150405.000"))
 	violations, err := CheckHistories(hist, cfg.HistoryDir, name)
 	if err != nil {
@@ -83,4 +88,34 @@ func checkRun(hist *History, cfg Config, rep *Report, start time.Time) error {
 	}
 	rep.Violations = append(violations, Check(sections, cfg.Fencing)...)
 	return nil
+}
+
+// sharing counts the shared sections, the most of them on one key at
+// once, and the sections of multi-key locks of two keys or more.
+func sharing(sections []Section) (readers, most, sets int) {
+	type event struct {
+		at    time.Duration
+		delta int
+	}
+	byKey := map[string][]event{}
+	for _, s := range sections {
+		switch {
+		case s.Shared:
+			readers++
+			byKey[s.Key] = append(byKey[s.Key], event{s.Start, 1}, event{s.End, -1})
+		case len(s.Keys) > 1:
+			sets++
+		}
+	}
+	for _, events := range byKey {
+		slices.SortFunc(events, func(a, b event) int { // at one instant, ends first
+			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.delta, b.delta))
+		})
+		n := 0
+		for _, e := range events {
+			n += e.delta
+			most = max(most, n)
+		}
+	}
+	return readers, most, sets
 }

@@ -5,60 +5,101 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 )
 
 // The porcupine models of a key's histories. Each is checked per key (a
-// key's lock and its register are independent of every other key's), on
+// key's lock and its register are independent of every other key's; a
+// multi-key lock's operations count in each of its keys' histories), on
 // the History's clock in nanoseconds.
 
-// noHolder is the mutex model's state when the lock is free.
+// noHolder is the lock model's writer when no exclusive lock holds it.
 const noHolder = -1
 
-// mutexInput is what a client asked of a key's lock. Release stands for the
-// end of a hold: the operation's invocation is the earlier of the release's
-// invocation and the end of the lock's validity (see holds).
-type mutexInput struct {
-	Client int
-	Kind   LockOpKind
+// MaxReaders is the most clients a run may have when they take shared
+// locks: LockModel keeps its readers as bits of a uint64.
+const MaxReaders = 64
+
+// lockState is the lock model's state: the client that holds the lock
+// exclusively, or noHolder, and the clients that hold it shared, as bits.
+type lockState struct {
+	writer  int
+	readers uint64
 }
 
-// MutexModel is a mutex: its state is the client that holds it, or -1. An
-// OK acquire needs the mutex free and takes it; an OK extend needs the
-// client to hold it; the end of a hold needs the client to hold it and
-// frees it. A failed or unknown acquire or extend changes nothing: a
+// lockInput is what a client asked of a key's lock, exclusive or shared.
+// Release stands for the end of a hold: the operation's invocation is the
+// earlier of the release's invocation and the end of the lock's validity
+// (see holds).
+type lockInput struct {
+	Client int
+	Kind   LockOpKind
+	Shared bool
+}
+
+// LockModel is a readers-writer lock: its state is the client that holds
+// it exclusively (a plain lock, or a multi-key lock on one of its keys),
+// or the clients that hold it shared, or neither. An OK exclusive acquire
+// needs it free of both and takes it; an OK shared acquire needs no
+// exclusive holder and joins the readers. An OK extend needs the client
+// to hold it so; the end of a hold needs the client to hold it so, and
+// lets go. A failed or unknown acquire or extend changes nothing: a
 // refusal is always allowed, and an acquire that may have taken the lock
 // on some nodes was never used by its caller, and ended (released, or
 // expired) without a holder, which no other operation can tell from no
-// acquire at all.
-var MutexModel = porcupine.Model{
-	Init: func() any { return noHolder },
+// acquire at all. A history of exclusive operations only is a mutex's.
+var LockModel = porcupine.Model{
+	Init: func() any { return lockState{writer: noHolder} },
 	Step: func(state, input, output any) (bool, any) {
-		holder, in, out := state.(int), input.(mutexInput), output.(Outcome)
-		switch {
-		case in.Kind == Release:
-			return holder == in.Client, noHolder
-		case out != OK:
-			return true, holder
-		case in.Kind == Acquire:
-			return holder == noHolder, in.Client
-		case in.Kind == Extend:
-			return holder == in.Client, holder
+		st, in, out := state.(lockState), input.(lockInput), output.(Outcome)
+		bit := uint64(1) << uint(in.Client%MaxReaders)
+		holds := st.writer == in.Client
+		if in.Shared {
+			holds = st.readers&bit != 0
 		}
-		return false, holder
+		switch {
+		case in.Kind == Release && in.Shared:
+			return holds, lockState{writer: st.writer, readers: st.readers &^ bit}
+		case in.Kind == Release:
+			return holds, lockState{writer: noHolder, readers: st.readers}
+		case out != OK:
+			return true, st
+		case in.Kind == Acquire && in.Shared:
+			return st.writer == noHolder, lockState{writer: st.writer, readers: st.readers | bit}
+		case in.Kind == Acquire:
+			return st.writer == noHolder && st.readers == 0, lockState{writer: in.Client, readers: st.readers}
+		case in.Kind == Extend:
+			return holds, st
+		}
+		return false, st
 	},
 	DescribeOperation: func(input, output any) string {
-		in := input.(mutexInput)
-		if in.Kind == Release {
-			return fmt.Sprintf("client %d's hold ends (release %s)", in.Client, output)
+		in := input.(lockInput)
+		shared := ""
+		if in.Shared {
+			shared = " shared"
 		}
-		return fmt.Sprintf("client %d %s: %s", in.Client, in.Kind, output)
+		if in.Kind == Release {
+			return fmt.Sprintf("client %d's%s hold ends (release %s)", in.Client, shared, output)
+		}
+		return fmt.Sprintf("client %d %s%s: %s", in.Client, in.Kind, shared, output)
 	},
 	DescribeState: func(state any) string {
-		if h := state.(int); h != noHolder {
-			return fmt.Sprintf("held by client %d", h)
+		st := state.(lockState)
+		switch {
+		case st.writer != noHolder:
+			return fmt.Sprintf("held by client %d", st.writer)
+		case st.readers != 0:
+			var rs []string
+			for c := range MaxReaders {
+				if st.readers&(1<<uint(c)) != 0 {
+					rs = append(rs, fmt.Sprint(c))
+				}
+			}
+			return "shared by clients " + strings.Join(rs, ", ")
 		}
 		return "free"
 	},
@@ -72,14 +113,28 @@ type registerInput struct {
 	Maybe bool
 }
 
+// readInput is a reader's section: it writes nothing, and its output is
+// the two values it read, at the section's start and at its end.
+type readInput struct{}
+
 // RegisterModel is a register (starting at 0) that holders change by
 // read-modify-write, one atomic operation under the lock: the value read
 // must be the register's value, which becomes the value written (or,
-// when the write's outcome is unknown, stays or becomes it).
+// when the write's outcome is unknown, stays or becomes it). A reader's
+// section is one atomic operation too: both its reads must be the
+// register's value, so a write between them (a writer inside the
+// section) fails.
 var RegisterModel = (&porcupine.NondeterministicModel{
 	Init: func() []any { return []any{int64(0)} },
 	Step: func(state, input, output any) []any {
-		v, in := state.(int64), input.(registerInput)
+		v := state.(int64)
+		if _, ok := input.(readInput); ok {
+			if out := output.([2]int64); out[0] != v || out[1] != v {
+				return nil
+			}
+			return []any{v}
+		}
+		in := input.(registerInput)
 		switch {
 		case output.(int64) != v:
 			return nil
@@ -89,7 +144,11 @@ var RegisterModel = (&porcupine.NondeterministicModel{
 		return []any{in.Wrote}
 	},
 	DescribeOperation: func(input, output any) string {
-		in := input.(registerInput)
+		in, ok := input.(registerInput)
+		if !ok {
+			out := output.([2]int64)
+			return fmt.Sprintf("read %d, then %d", out[0], out[1])
+		}
 		maybe := ""
 		if in.Maybe {
 			maybe = " (unknown)"
@@ -99,7 +158,7 @@ var RegisterModel = (&porcupine.NondeterministicModel{
 	DescribeState: func(state any) string { return fmt.Sprint(state) },
 }).ToModel()
 
-// holds turns the lock operations of one key into the mutex model's
+// holds turns the lock operations of one key into the lock model's
 // operations. Each client's operations are taken in order: an OK acquire
 // opens a hold, an OK extend moves its validity's end, and the release
 // ends it. The end's invocation is the earlier of the release's
@@ -118,9 +177,9 @@ func holds(ops []LockOp) []porcupine.Operation {
 	for _, c := range slices.Sorted(maps.Keys(byClient)) {
 		list := byClient[c]
 		slices.SortStableFunc(list, func(a, b LockOp) int { return cmp.Compare(a.Call, b.Call) })
-		held, validUntil := false, time.Duration(0)
+		held, shared, validUntil := false, false, time.Duration(0)
 		end := func(call, ret time.Duration, o Outcome, meta string) {
-			out = append(out, operation(c, mutexInput{Client: c, Kind: Release}, o, min(call, validUntil), ret, meta))
+			out = append(out, operation(c, lockInput{Client: c, Kind: Release, Shared: shared}, o, min(call, validUntil), ret, meta))
 			held = false
 		}
 		for _, o := range list {
@@ -129,9 +188,9 @@ func holds(ops []LockOp) []porcupine.Operation {
 				end(o.Call, o.Return, o.Outcome, fmt.Sprintf("%v; the hold was valid until %v", o, validUntil))
 			case o.Kind == Release: // not a hold's end
 			default:
-				out = append(out, operation(c, mutexInput{Client: c, Kind: o.Kind}, o.Outcome, o.Call, o.Return, o.String()))
+				out = append(out, operation(c, lockInput{Client: c, Kind: o.Kind, Shared: o.Shared}, o.Outcome, o.Call, o.Return, o.String()))
 				if o.Outcome == OK {
-					held, validUntil = true, o.ValidUntil
+					held, shared, validUntil = true, o.Shared, o.ValidUntil
 				}
 			}
 		}
@@ -150,6 +209,10 @@ func holds(ops []LockOp) []porcupine.Operation {
 func rmws(ops []RegisterOp, end time.Duration) []porcupine.Operation {
 	out := make([]porcupine.Operation, 0, len(ops))
 	for _, o := range ops {
+		if o.Reader {
+			out = append(out, operation(o.Client, readInput{}, [2]int64{o.Read, o.Again}, o.Call, o.Return, o.String()))
+			continue
+		}
 		ret := o.Return
 		if o.Outcome != OK {
 			ret = max(ret, end)

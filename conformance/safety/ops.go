@@ -48,12 +48,16 @@ const (
 )
 
 // LockOp is one operation of a client on a lock: invoked at Call, answered
-// at Return, on the History's clock. A client holds at most one lock of a
-// key at a time, so its operations on that key, in order, are an acquire
-// and, when that was OK, extends and a release.
+// at Return, on the History's clock. A client holds at most one lock at a
+// time, so its operations on a key, in order, are an acquire and, when
+// that was OK, extends and a release.
 type LockOp struct {
-	Client  int
-	Key     string
+	Client int
+	Key    string // the lock's name: its keys joined by commas
+	// Keys are the keys the lock holds (a multi-key lock's, or Key alone
+	// when empty): the operation counts in each key's history.
+	Keys    []string
+	Shared  bool // a shared (read) lock's; else exclusive
 	Kind    LockOpKind
 	Call    time.Duration
 	Return  time.Duration
@@ -65,7 +69,11 @@ type LockOp struct {
 }
 
 func (o LockOp) String() string {
-	s := fmt.Sprintf("client %d %s %q [%v, %v] %s", o.Client, o.Kind, o.Key, o.Call, o.Return, o.Outcome)
+	shared := ""
+	if o.Shared {
+		shared = " shared"
+	}
+	s := fmt.Sprintf("client %d %s%s %q [%v, %v] %s", o.Client, o.Kind, shared, o.Key, o.Call, o.Return, o.Outcome)
 	if o.Outcome == OK && o.Kind != Release {
 		s += fmt.Sprintf(" valid until %v", o.ValidUntil)
 	}
@@ -76,7 +84,8 @@ func (o LockOp) String() string {
 // register the lock protects: it read Read (GET, invoked at Call) and wrote
 // Wrote (SET, answered at Return). Outcome is OK when the write was
 // acknowledged, and Unknown when the write failed and may have been
-// applied.
+// applied. A reader's operation (Reader, under a shared lock) writes
+// nothing: it read Read at the start of its section and Again at its end.
 type RegisterOp struct {
 	Client  int
 	Key     string
@@ -85,10 +94,23 @@ type RegisterOp struct {
 	Read    int64
 	Wrote   int64
 	Outcome Outcome
+	Reader  bool
+	Again   int64
 }
 
 func (o RegisterOp) String() string {
+	if o.Reader {
+		return fmt.Sprintf("client %d register %q [%v, %v] read %d then %d", o.Client, o.Key, o.Call, o.Return, o.Read, o.Again)
+	}
 	return fmt.Sprintf("client %d register %q [%v, %v] read %d wrote %d %s", o.Client, o.Key, o.Call, o.Return, o.Read, o.Wrote, o.Outcome)
+}
+
+// keysOf is Keys, or Key alone when Keys is empty.
+func keysOf(key string, keys []string) []string {
+	if len(keys) == 0 {
+		return []string{key}
+	}
+	return keys
 }
 
 // AddLockOp records an operation on a lock.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,9 +67,35 @@ func toxiServer() *toxiproxy.ApiServer {
 	return api
 }
 
-// StartProxy starts a proxy to upstream on a free loopback port.
+// Proxies listen below the ephemeral port range (Linux's default is
+// 32768-60999): Down and Reset close a proxy's listener and open it again
+// on the same port, and a port the kernel can hand out as the source of
+// an outgoing connection (such as a client redialling the proxy) may be
+// taken meanwhile. Ports in [proxyPortMin, proxyPortMin+proxyPorts) are
+// drawn at random until one is free.
+const (
+	proxyPortMin = 20000
+	proxyPorts   = 12000
+	proxyTries   = 100
+)
+
+// StartProxy starts a proxy to upstream on a free loopback port, below
+// the ephemeral range.
 func StartProxy(upstream string) (*Proxy, error) {
-	tp := toxiproxy.NewProxy(toxiServer(), "node-"+upstream, "127.0.0.1:0", upstream)
+	var err error
+	for range proxyTries {
+		listen := fmt.Sprintf("127.0.0.1:%d", proxyPortMin+rand.IntN(proxyPorts))
+		var p *Proxy
+		if p, err = startProxy(upstream, listen); err == nil {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("safety: proxy to %s: no free port in %d tries: %w", upstream, proxyTries, err)
+}
+
+// startProxy starts a proxy to upstream listening on listen.
+func startProxy(upstream, listen string) (*Proxy, error) {
+	tp := toxiproxy.NewProxy(toxiServer(), "node-"+upstream, listen, upstream)
 	p := &Proxy{tp: tp, hole: &hole{done: make(chan struct{})}}
 	for _, dir := range []string{"upstream", "downstream"} {
 		w, err := p.addToxic(fmt.Sprintf(`{"name":"hole_%s","type":%q,"stream":%q,"toxicity":1}`, dir, holeType, dir))

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
+	"github.com/quorumlock/quorumlock/core/driver"
 )
 
 // Rig is N redis-servers, each behind a Proxy that Addrs lists, and each
@@ -162,18 +163,23 @@ func (r *Rig) Close() error {
 }
 
 // LockKeys counts, on every server directly, the keys that start with
-// prefix: lock keys (their fencing counters and wait queues start with
-// "{").
+// prefix (lock keys) and the readers sets and writer marks of such keys
+// (driver.ReadersKey, driver.WriterKey, for keys without a hash tag): all
+// expire. Fencing counters and wait queues, which need not, are not
+// counted.
 func (r *Rig) LockKeys(ctx context.Context, prefix string) (int, error) {
 	total := 0
 	for _, s := range r.Servers {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
-		keys, err := c.Keys(ctx, prefix+"*").Result()
-		c.Close()
-		if err != nil {
-			return 0, fmt.Errorf("safety: keys on %s: %w", s.Addr(), err)
+		for _, pattern := range []string{prefix + "*", "{" + prefix + "*}" + driver.ReadersSuffix, "{" + prefix + "*}" + driver.WriterSuffix} {
+			keys, err := c.Keys(ctx, pattern).Result()
+			if err != nil {
+				c.Close()
+				return 0, fmt.Errorf("safety: keys on %s: %w", s.Addr(), err)
+			}
+			total += len(keys)
 		}
-		total += len(keys)
+		c.Close()
 	}
 	return total, nil
 }

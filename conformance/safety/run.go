@@ -17,13 +17,38 @@ import (
 	"github.com/quorumlock/quorumlock/core"
 )
 
+// Workload is what the clients of a run ask for and do under lock.
+type Workload string
+
+// The workloads.
+const (
+	// MutexWorkload: each client takes one key's plain lock (Acquire) and
+	// does a read-modify-write of its register.
+	MutexWorkload Workload = "mutex"
+	// ReadWriteWorkload: on one key at a time, three clients in four are
+	// readers (AcquireShared) that read the key's register at the start
+	// and at the end of their section, and the others writers (Acquire)
+	// that do a read-modify-write of it. No reader may overlap a writer;
+	// readers may overlap each other.
+	ReadWriteWorkload Workload = "rw"
+	// MultiKeyWorkload: each client takes a random set of one to three of
+	// the keys, given in a random order (AcquireAll; Acquire for one key),
+	// and does a read-modify-write of each key's register. No two holders
+	// of overlapping sets may overlap.
+	MultiKeyWorkload Workload = "multi"
+)
+
+// Workloads are every workload, in a fixed order.
+var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload}
+
 // Config is one safety run.
 type Config struct {
 	Seed     int64
+	Workload Workload      // default MutexWorkload
 	Duration time.Duration // how long the clients run; default 8 s
 	Nodes    int           // default 5
 	Clients  int           // each with its own Locker; default 16
-	Keys     int           // keys the clients share; default 3
+	Keys     int           // keys the clients share; default 3, and 4 for MultiKeyWorkload
 	// TTL and NodeTimeout of every Locker; defaults 1 s and 50 ms.
 	TTL         time.Duration
 	NodeTimeout time.Duration
@@ -44,9 +69,13 @@ type Config struct {
 // Report is what a safety run saw.
 type Report struct {
 	Seed         int64
+	Workload     Workload
 	Acquisitions int            // locks granted
 	Failures     map[string]int // acquisitions that failed, by core.Reason
 	Sections     int            // critical sections recorded
+	Readers      int            // of those, under shared locks
+	MostReaders  int            // the most shared sections of one key that overlapped at once
+	Sets         int            // sections under multi-key locks of two keys or more
 	LockOps      int            // lock operations checked by porcupine
 	RegisterOps  int            // register read-modify-writes checked by porcupine
 	Stalls       int            // holders stalled by ClientPause
@@ -78,8 +107,15 @@ func (r *Report) String() string {
 	if len(fails) == 0 {
 		fails = []string{"none"}
 	}
-	return fmt.Sprintf("seed %d: %d acquisitions (failed: %s), %d sections, %d lock and %d register operations, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
-		r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, r.LockOps, r.RegisterOps, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
+	var kinds string
+	switch {
+	case r.Readers > 0:
+		kinds = fmt.Sprintf(" (%d shared, at most %d at once)", r.Readers, r.MostReaders)
+	case r.Sets > 0:
+		kinds = fmt.Sprintf(" (%d of sets)", r.Sets)
+	}
+	return fmt.Sprintf("%s seed %d: %d acquisitions (failed: %s), %d sections%s, %d lock and %d register operations, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
+		r.Workload, r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, kinds, r.LockOps, r.RegisterOps, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
 		len(r.Violations), r.LeftAtEnd, r.LeftAfterTTL, r.Slowest.Round(time.Millisecond), r.Elapsed.Round(time.Millisecond))
 }
 
@@ -96,8 +132,22 @@ func (c *Config) defaults() error {
 	if c.Clients <= 0 {
 		c.Clients = 16
 	}
+	switch c.Workload {
+	case "":
+		c.Workload = MutexWorkload
+	case MutexWorkload, MultiKeyWorkload:
+	case ReadWriteWorkload:
+		if c.Clients > MaxReaders {
+			return fmt.Errorf("safety: the %s workload takes at most %d clients, not %d", c.Workload, MaxReaders, c.Clients)
+		}
+	default:
+		return fmt.Errorf("safety: unknown workload %q (want one of %v)", c.Workload, Workloads)
+	}
 	if c.Keys <= 0 {
 		c.Keys = 3
+		if c.Workload == MultiKeyWorkload {
+			c.Keys = 4
+		}
 	}
 	if c.TTL <= 0 {
 		c.TTL = time.Second
@@ -166,7 +216,7 @@ func RunOn(ctx context.Context, rig *Rig, cfg Config) (*Report, error) {
 
 	prefix := fmt.Sprintf("safety:%d:%d:", cfg.Seed, start.UnixNano())
 	s := &runState{cfg: cfg, hist: NewHistory(), regs: regs, stalls: make([]atomic.Int64, cfg.Clients),
-		rep: &Report{Seed: cfg.Seed, Failures: map[string]int{}, Faults: map[FaultKind]int{}}}
+		rep: &Report{Seed: cfg.Seed, Workload: cfg.Workload, Failures: map[string]int{}, Faults: map[FaultKind]int{}}}
 	for i := range cfg.Keys {
 		s.keys = append(s.keys, fmt.Sprintf("%sk%d", prefix, i))
 	}
@@ -286,14 +336,14 @@ func (s *runState) injectFaults(ctx, runCtx context.Context, rig *Rig, faults []
 	}
 }
 
-// client is client c's loop until runCtx ends: acquire a random key through
-// l, take its pending stall if any, use the lock if it is still safe with
-// room for the work, release it, and count it.
+// client is client c's loop until runCtx ends: acquire what the workload
+// picks through l, take its pending stall if any, use the lock if it is
+// still safe with room for the work, release it, and count it.
 func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), uint64(c)))
 	h := &holder{client: c, ttl: s.cfg.TTL, hist: s.hist, regs: s.regs, rng: rng}
 	for runCtx.Err() == nil {
-		lock, validUntil, took := s.acquire(runCtx, c, l, s.keys[rng.IntN(len(s.keys))])
+		lock, validUntil, took := s.acquire(runCtx, c, l, s.pick(rng))
 		if lock == nil {
 			continue
 		}
@@ -314,17 +364,55 @@ func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 	}
 }
 
-// acquire has client c acquire k through l, within twice the TTL, and
+// request is what a client asks for: a lock on keys (a multi-key lock
+// when there are two or more), shared or not.
+type request struct {
+	keys   []string
+	shared bool
+}
+
+// pick draws the next request of the run's workload from rng.
+func (s *runState) pick(rng *rand.Rand) request {
+	switch s.cfg.Workload {
+	case ReadWriteWorkload:
+		return request{keys: []string{s.keys[rng.IntN(len(s.keys))]}, shared: rng.IntN(4) != 0}
+	case MultiKeyWorkload:
+		n := 1 + rng.IntN(min(3, len(s.keys)))
+		perm := rng.Perm(len(s.keys))[:n] // in a random order: the Locker sorts them
+		keys := make([]string, n)
+		for i, k := range perm {
+			keys[i] = s.keys[k]
+		}
+		return request{keys: keys}
+	}
+	return request{keys: []string{s.keys[rng.IntN(len(s.keys))]}}
+}
+
+// lock takes r's lock through l: AcquireAll for a set, AcquireShared for
+// a shared lock, else Acquire.
+func (r request) lock(ctx context.Context, l *core.Locker) (*core.Lock, error) {
+	switch {
+	case len(r.keys) > 1:
+		return l.AcquireAll(ctx, r.keys...)
+	case r.shared:
+		return l.AcquireShared(ctx, r.keys[0])
+	}
+	return l.Acquire(ctx, r.keys[0])
+}
+
+// acquire has client c take r's lock through l, within twice the TTL, and
 // records the operation. It returns the lock, the end of its validity and
 // how long it took, on the history's clock; or a nil lock, counting the
 // failure while the run goes on.
-func (s *runState) acquire(runCtx context.Context, c int, l *core.Locker, k string) (*core.Lock, time.Duration, time.Duration) {
+func (s *runState) acquire(runCtx context.Context, c int, l *core.Locker, r request) (*core.Lock, time.Duration, time.Duration) {
 	actx, cancel := context.WithTimeout(runCtx, 2*s.cfg.TTL)
 	t0 := s.hist.Now()
-	lock, err := l.Acquire(actx, k)
+	lock, err := r.lock(actx, l)
 	took := s.hist.Now() - t0
 	cancel()
-	op := LockOp{Client: c, Key: k, Kind: Acquire, Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
+	keys := slices.Sorted(slices.Values(r.keys))
+	op := LockOp{Client: c, Key: strings.Join(keys, ","), Keys: keys, Shared: r.shared, Kind: Acquire,
+		Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
 	if err != nil {
 		s.hist.AddLockOp(op)
 		if runCtx.Err() == nil {
@@ -336,7 +424,7 @@ func (s *runState) acquire(runCtx context.Context, c int, l *core.Locker, k stri
 	}
 	// The end of the lock's validity, as the lock says right after it was
 	// granted (the clock is read first, so the bound is never late): the
-	// mutex model's hold ends there at the latest.
+	// lock model's hold ends there at the latest.
 	validUntil := s.hist.Now()
 	validUntil += lock.Validity()
 	op.ValidUntil = validUntil

@@ -146,6 +146,40 @@ func TestSafety(t *testing.T) {
 	}
 }
 
+// TestWorkloads is a short run of each workload besides the mutex's, under
+// every fault kind: shared locks that read a register beside writers that
+// update it, and overlapping sets of keys. make chaos runs the long ones.
+func TestWorkloads(t *testing.T) {
+	redistest.RequireServer(t)
+	for _, w := range []safety.Workload{safety.ReadWriteWorkload, safety.MultiKeyWorkload} {
+		t.Run(string(w), func(t *testing.T) {
+			rep, err := safety.Run(t.Context(), safety.Config{
+				Seed: 1, Workload: w, Duration: 3 * time.Second, Nodes: 5, Clients: 12, NewNode: newNode,
+				Logf: t.Logf, HistoryDir: os.Getenv("QUORUMLOCK_SAFETY_DIR"),
+			})
+			require.NoError(t, err)
+			t.Log(rep)
+			for _, v := range rep.Violations {
+				t.Errorf("violation: %v", v)
+			}
+			if w == safety.ReadWriteWorkload {
+				assert.Positive(t, rep.Readers, "shared locks were used")
+				assert.Less(t, rep.Readers, rep.Sections, "so were writers")
+			} else {
+				assert.Positive(t, rep.Sets, "sets were used")
+			}
+			assert.Zero(t, rep.LeftAfterTTL, "no lock key outlives its TTL")
+		})
+	}
+}
+
+func TestWorkloadConfig(t *testing.T) {
+	_, err := safety.Run(t.Context(), safety.Config{Workload: "queue", NewNode: newNode})
+	require.ErrorContains(t, err, `unknown workload "queue"`)
+	_, err = safety.Run(t.Context(), safety.Config{Workload: safety.ReadWriteWorkload, Clients: safety.MaxReaders + 1, NewNode: newNode})
+	require.ErrorContains(t, err, "at most 64 clients")
+}
+
 // TestCheckerFires shows that the checks can fail: the scenario the
 // Redlock specification says breaks safety, a node restarted at once
 // without persistence while a lock is held on it. Client A holds the lock
@@ -230,7 +264,7 @@ func TestCheckerFires(t *testing.T) {
 				return
 			}
 			require.Len(t, violations, 2)
-			assert.Equal(t, safety.MutexHistory, violations[0].Kind)
+			assert.Equal(t, safety.LockHistory, violations[0].Kind)
 			assert.Equal(t, safety.RegisterHistory, violations[1].Kind)
 			for _, v := range violations {
 				assertVisualised(t, v)

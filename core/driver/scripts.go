@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"strconv"
+	"strings"
 )
 
 // Script is one Lua script of the lock protocol. The scripts are constants:
@@ -19,7 +20,9 @@ const (
 	// ReleaseChannel of the key: see Locker) and the queue is not empty, it
 	// then hands the lock over: it pops the ticket at the queue's head,
 	// publishes it on the channel of the ticket's owner (WaiterChannel:
-	// only that Locker hears it, and only that waiter wakes), and returns 2.
+	// only that Locker hears it, and only that waiter wakes), and returns 2;
+	// a shared waiter's ticket (ReaderTicket) brings every shared waiter's
+	// ticket queued right behind it along.
 	ScriptRelease Script = iota
 
 	// ScriptExtend sets the expiry of KEYS[1] to ARGV[2] milliseconds if it
@@ -121,10 +124,13 @@ const (
 	// KEYS[2] its ReadersKey, KEYS[3] its WriterKey, then the fencing
 	// counter when fenced, then the birth key when guarded. ARGV[1] the
 	// reader's value, ARGV[2] the TTL in milliseconds, ARGV[3] "1" fenced
-	// or "0", ARGV[4] the guard's minimum age in milliseconds, or "".
-	// Guarded, a node too young answers -1 - age. It trims the expired
-	// readers; it answers 0 when the key holds anything but SharedValue (a
-	// writer holds it) or the writer mark exists (a writer waits).
+	// or "0", ARGV[4] the guard's minimum age in milliseconds, or "", and
+	// optionally ARGV[5] "1" when the reader was handed the key (its ticket
+	// was popped: it was queued before the waiting writer). Guarded, a
+	// node too young answers -1 - age. It trims the expired readers; it
+	// answers 0 when the key holds anything but SharedValue (a writer
+	// holds it) or, unless handed the key, the writer mark exists (a writer
+	// waits).
 	// Otherwise it adds the reader, expiring at the server's TIME plus the
 	// TTL, sets the key to SharedValue, makes the key and the set expire
 	// with their last reader, and answers 1, or, fenced, the counter
@@ -164,16 +170,11 @@ type scriptText struct{ name, source, sha string }
 
 var scriptTexts = func() [scriptCount]scriptText {
 	t := [scriptCount]scriptText{
-		ScriptRelease: {name: "release", source: `if redis.call("get", KEYS[1]) ~= ARGV[1] then
+		ScriptRelease: {name: "release", source: luaHandOff + `if redis.call("get", KEYS[1]) ~= ARGV[1] then
 	return 0
 end
 redis.call("del", KEYS[1])
-local ticket = KEYS[2] and ARGV[2] and redis.call("lpop", KEYS[2])
-if ticket then
-	redis.call("publish", ARGV[2] .. ":" .. string.match(ticket, "^[^.]*"), ticket)
-	return 2
-end
-return 1`},
+return handoff(KEYS[2], ARGV[2])`},
 		ScriptExtend: {name: "extend", source: `if redis.call("get", KEYS[1]) == ARGV[1] then
 	return redis.call("pexpire", KEYS[1], ARGV[2])
 end
@@ -375,6 +376,16 @@ const FenceSuffix = ":fence"
 // hash tag that contains "}" cannot be wrapped that way, so it has no
 // counter and ok is false; core then refuses the key when fencing is on.
 func FenceKey(key string) (counter string, ok bool) { return sideKey(key, FenceSuffix) }
+
+// ReaderTicket reports whether ticket, a waiter's ticket in a wait queue
+// ("owner.seq"), is a shared waiter's: its seq begins with "R" (other tickets'
+// seqs are lower-case base 36). A release
+// that hands the lock to one hands it to every shared waiter queued right
+// behind it too, since they hold the key together.
+func ReaderTicket(ticket string) bool {
+	_, seq, ok := strings.Cut(ticket, ".")
+	return ok && strings.HasPrefix(seq, "R")
+}
 
 // QueueSuffix ends the name of a key's wait queue; see QueueKey.
 const QueueSuffix = ":queue"

@@ -64,14 +64,25 @@ end
 
 // luaHandOff is the end of ScriptRelease: with a queue and a channel
 // prefix, pop the oldest ticket and publish it on its owner's channel
-// (2), else 1.
+// (2), else 1. A shared waiter's ticket (ReaderTicket) also pops and
+// publishes every shared waiter's ticket queued right behind it: readers
+// wake together.
 const luaHandOff = `local function handoff(queue, prefix)
 	local ticket = queue and prefix and redis.call("lpop", queue)
-	if ticket then
-		redis.call("publish", prefix .. ":" .. string.match(ticket, "^[^.]*"), ticket)
-		return 2
+	if not ticket then
+		return 1
 	end
-	return 1
+	while true do
+		redis.call("publish", prefix .. ":" .. string.match(ticket, "^[^.]*"), ticket)
+		if not string.match(ticket, "^[^.]*%.R") then
+			return 2
+		end
+		local nxt = redis.call("lindex", queue, 0)
+		if not nxt or not string.match(nxt, "^[^.]*%.R") then
+			return 2
+		end
+		ticket = redis.call("lpop", queue)
+	end
 end
 `
 
@@ -120,6 +131,9 @@ const luaExtendAll = `local ttl = int(ARGV[2])
 if not ttl or ttl < 1 then
 	return redis.error_reply("ERR extend-all: invalid TTL " .. tostring(ARGV[2]))
 end
+if #KEYS < 1 then
+	return redis.error_reply("ERR extend-all: no keys")
+end
 for i = 1, #KEYS do
 	if redis.call("get", KEYS[i]) ~= ARGV[1] then
 		return 0
@@ -167,7 +181,7 @@ if guarded then
 end
 redis.call("zremrangebyscore", KEYS[2], "-inf", string.format("%d", t))
 local v = redis.call("get", KEYS[1])
-if (v and v ~= shared) or redis.call("exists", KEYS[3]) == 1 then
+if (v and v ~= shared) or ARGV[5] ~= "1" and redis.call("exists", KEYS[3]) == 1 then
 	return 0
 end
 redis.call("zadd", KEYS[2], string.format("%d", t + ttl), ARGV[1])

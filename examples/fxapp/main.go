@@ -189,7 +189,7 @@ func checkClosed(ctx context.Context, out io.Writer, locker *core.Locker) error 
 // checkLogged checks that the logging observer logged, in logs, the job's
 // acquisition and release.
 func checkLogged(logs string) error {
-	for _, want := range []string{`msg="quorumlock acquire" key=` + key + " outcome=ok", `msg="quorumlock release" key=` + key + " outcome=ok"} {
+	for _, want := range []string{`msg="quorumlock acquire" key=` + key + " lock=mutex outcome=ok", `msg="quorumlock release" key=` + key + " lock=mutex outcome=ok"} {
 		if !strings.Contains(logs, want) {
 			return fmt.Errorf("the logging observer should have logged %s; it logged:\n%s", want, logs)
 		}

@@ -44,10 +44,10 @@ func runApp(t *testing.T, addrs []string) (string, error) {
 func checkOutput(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{
-		`level=DEBUG msg="quorumlock acquire" key=fxapp:migrations outcome=ok `,
-		`level=DEBUG msg="quorumlock acquire" key=fxapp:migrations outcome=contended `,
+		`level=DEBUG msg="quorumlock acquire" key=fxapp:migrations lock=mutex outcome=ok `,
+		`level=DEBUG msg="quorumlock acquire" key=fxapp:migrations lock=mutex outcome=contended `,
 		`job: holding "fxapp:migrations" (quorum 2 of the nodes); a second TryAcquire is refused: core.ErrNotAcquired`,
-		`level=DEBUG msg="quorumlock release" key=fxapp:migrations outcome=ok `,
+		`level=DEBUG msg="quorumlock release" key=fxapp:migrations lock=mutex outcome=ok `,
 		"the module's OnStop hook closed the Locker",
 		"refused: errors.Is(err, core.ErrClosed) == true",
 		"fxapp: all checks passed",

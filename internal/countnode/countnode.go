@@ -18,7 +18,7 @@ import (
 // in Batches, whatever its size.
 //
 // Acquires counts the acquisition attempts among the calls, whatever their
-// form: SET NX, or the fenced or restart-guarded acquisition script.
+// form: SET NX, or an acquisition script (driver.IsAcquisition).
 type Counts struct {
 	SetNX, EvalSHA, Eval, Batches, Watches atomic.Int64
 	Acquires                               atomic.Int64

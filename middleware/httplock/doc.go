@@ -22,6 +22,17 @@
 // by accident; WithPassUnkeyed(true) runs the handler without a lock
 // instead.
 //
+// # Reads and writes
+//
+// WithSharedReads(true) makes requests with a safe method (GET, HEAD,
+// OPTIONS, TRACE) hold a shared (read) lock on their key
+// (core.Locker.AcquireShared), so that reads of one key run at once, and
+// requests with any other method hold the exclusive lock, which runs
+// alone. A write that finds reads running is busy (or waits, with
+// WithWait), and from then new reads of its key wait behind it, so that
+// writes are not starved (docs/locks.md). The handler's lock reports
+// which it is (core.Lock.Shared).
+//
 // # Contention
 //
 // By default (WithWait(0)) the middleware makes one attempt

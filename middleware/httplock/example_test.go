@@ -64,3 +64,58 @@ func Example() {
 	// second request: 423 Retry-After 2
 	// first request: 200 updated order 42
 }
+
+// With WithSharedReads, reads of one order run at once, while an update
+// waits for them (here, with WithWait(0), it is answered busy).
+func ExampleWithSharedReads() {
+	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	lockOrder, err := httplock.New(locker, httplock.PathValue("id"),
+		httplock.WithKeyPrefix("orders:"), httplock.WithSharedReads(true))
+	if err != nil {
+		panic(err)
+	}
+
+	inside, proceed := make(chan struct{}, 2), make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("/orders/{id}", lockOrder(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Slow") != "" {
+			inside <- struct{}{}
+			<-proceed
+		}
+		lock, _ := httplock.FromContext(r.Context())
+		fmt.Fprintln(w, r.Method, "shared:", lock.Shared())
+	})))
+
+	send := func(method string, slow bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "/orders/42", nil)
+		if slow {
+			r.Header.Set("X-Slow", "1")
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		return w
+	}
+
+	reads := make(chan *httptest.ResponseRecorder, 2)
+	for range 2 {
+		go func() { reads <- send(http.MethodGet, true) }()
+	}
+	<-inside
+	<-inside
+	fmt.Println("two reads inside at once; an update:", send(http.MethodPut, false).Code)
+
+	close(proceed)
+	for range 2 {
+		w := <-reads
+		fmt.Print("read: ", w.Code, " ", w.Body.String())
+	}
+	// Output:
+	// two reads inside at once; an update: 423
+	// read: 200 GET shared: true
+	// read: 200 GET shared: true
+}

@@ -82,7 +82,8 @@ func FromContext(ctx context.Context) (*core.Lock, bool) {
 }
 
 // New returns middleware that runs each request's handler while holding
-// the lock named by key(r) on locker, or refuses the request:
+// the lock named by key(r) on locker (a shared lock for safe methods with
+// WithSharedReads), or refuses the request:
 //
 //   - no key: 400 Bad Request (or the handler runs unlocked with
 //     WithPassUnkeyed(true));
@@ -155,7 +156,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	key = m.c.keyPrefix + key
 
-	lock, err := m.acquire(r.Context(), key)
+	lock, err := m.acquire(r.Context(), key, m.c.sharedReads && safe(r.Method))
 	if err != nil {
 		m.refuse(w, r, key, err)
 		return
@@ -176,13 +177,29 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lockKey{}, lock)))
 }
 
-func (m *middleware) acquire(ctx context.Context, key string) (*core.Lock, error) {
+// acquire takes the lock on key, shared or exclusive, once or waiting up
+// to WithWait.
+func (m *middleware) acquire(ctx context.Context, key string, shared bool) (*core.Lock, error) {
+	try, wait := m.locker.TryAcquire, m.locker.Acquire
+	if shared {
+		try, wait = m.locker.TryAcquireShared, m.locker.AcquireShared
+	}
 	if m.c.wait == 0 {
-		return m.locker.TryAcquire(ctx, key)
+		return try(ctx, key)
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.c.wait)
 	defer cancel()
-	return m.locker.Acquire(ctx, key)
+	return wait(ctx, key)
+}
+
+// safe reports whether method is safe (RFC 9110, section 9.2.1): a read
+// that a shared lock covers, with WithSharedReads.
+func safe(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 func (m *middleware) release(r *http.Request, lock *core.Lock) {

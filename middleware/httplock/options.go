@@ -47,6 +47,7 @@ type config struct {
 	retryAfter     time.Duration
 	releaseTimeout time.Duration
 	passUnkeyed    bool
+	sharedReads    bool
 	keyPrefix      string
 	errorHandler   func(w http.ResponseWriter, r *http.Request, err error)
 	err            error // the first invalid option
@@ -142,6 +143,18 @@ func WithReleaseTimeout(d time.Duration) Option {
 // Default: off.
 func WithPassUnkeyed(on bool) Option {
 	return option{func(c *config) { c.passUnkeyed = on }, "WithPassUnkeyed(" + strconv.FormatBool(on) + ")"}
+}
+
+// WithSharedReads, on, makes requests with a safe method (GET, HEAD,
+// OPTIONS, TRACE: RFC 9110, section 9.2.1) hold a shared (read) lock on
+// their key (Locker.AcquireShared), so that any number of them run at
+// once, while requests with any other method hold the exclusive lock
+// (Locker.Acquire), which waits for the shared holders and, once it waits,
+// keeps new ones out (docs/locks.md). Off, every request holds the
+// exclusive lock. Either way, WithWait and the refusals are the same.
+// Default: off.
+func WithSharedReads(on bool) Option {
+	return option{func(c *config) { c.sharedReads = on }, "WithSharedReads(" + strconv.FormatBool(on) + ")"}
 }
 
 // WithKeyPrefix puts prefix before every key the KeyFunc returns, so that

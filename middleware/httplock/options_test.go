@@ -24,6 +24,7 @@ func TestOptionsShowAsWritten(t *testing.T) {
 		"WithRetryAfter":     httplock.WithRetryAfter(time.Second),
 		"WithReleaseTimeout": httplock.WithReleaseTimeout(time.Second),
 		"WithPassUnkeyed":    httplock.WithPassUnkeyed(true),
+		"WithSharedReads":    httplock.WithSharedReads(true),
 		"WithKeyPrefix":      httplock.WithKeyPrefix("http:"),
 		"WithErrorHandler":   httplock.WithErrorHandler(func(http.ResponseWriter, *http.Request, error) {}),
 	})

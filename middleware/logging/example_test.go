@@ -39,6 +39,6 @@ func Example() {
 	}
 	_ = lock.Release(context.Background())
 	// Output:
-	// level=DEBUG msg="quorumlock acquire" key=invoice:7 outcome=ok tries=1
-	// level=DEBUG msg="quorumlock release" key=invoice:7 outcome=ok
+	// level=DEBUG msg="quorumlock acquire" key=invoice:7 lock=mutex outcome=ok tries=1
+	// level=DEBUG msg="quorumlock release" key=invoice:7 lock=mutex outcome=ok
 }

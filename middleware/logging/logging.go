@@ -96,6 +96,9 @@ func (l *Observer) Observe(ctx context.Context, e core.Event) {
 	if !l.o.omitKey {
 		attrs = append(attrs, slog.String("key", e.Key))
 	}
+	if e.Lock != "" {
+		attrs = append(attrs, slog.String("lock", e.Lock))
+	}
 	attrs = append(attrs, slog.String("outcome", reason))
 	if e.Kind != core.OpLost {
 		attrs = append(attrs, slog.Duration("duration", e.Duration))

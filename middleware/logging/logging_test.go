@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -179,4 +180,29 @@ func TestWaitForTheRestartGuard(t *testing.T) {
 		assert.Contains(t, recs[0]["error"], "node restarted recently")
 		assert.NotContains(t, recs[0], "nodes", "the error names them already")
 	})
+}
+
+// Each record names the kind of lock, even with the keys left out.
+func TestLockKind(t *testing.T) {
+	logger, records := capture(t, slog.LevelDebug)
+	l := newLocker(t, memory.NewNodes(1), core.WithObserver(logging.New(logger, logging.WithKeys(false))))
+	ctx := t.Context()
+	mutex, err := l.Acquire(ctx, "m")
+	require.NoError(t, err)
+	multi, err := l.AcquireAll(ctx, "a", "b")
+	require.NoError(t, err)
+	shared, err := l.AcquireShared(ctx, "s")
+	require.NoError(t, err)
+	require.NoError(t, shared.Extend(ctx))
+	for _, lock := range []*core.Lock{mutex, multi, shared} {
+		require.NoError(t, lock.Release(ctx))
+	}
+	var got []string
+	for _, rec := range records() {
+		got = append(got, fmt.Sprint(rec["msg"], " ", rec["lock"]))
+	}
+	assert.Equal(t, []string{
+		"quorumlock acquire mutex", "quorumlock acquire multi", "quorumlock acquire shared", "quorumlock extend shared",
+		"quorumlock release mutex", "quorumlock release multi", "quorumlock release shared",
+	}, got)
 }

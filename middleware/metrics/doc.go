@@ -14,15 +14,15 @@
 // With the default namespace "quorumlock" (WithNamespace), an Observer
 // exports:
 //
-//   - quorumlock_acquire_duration_seconds, a histogram with label outcome:
-//     how long each Acquire or TryAcquire call took, retries included.
+//   - quorumlock_acquire_duration_seconds, a histogram with labels outcome
+//     and lock: how long each acquisition took, retries included.
 //   - quorumlock_operations_total, a counter with labels op ("acquire",
-//     "extend", "release" or "lost") and outcome: every event the Locker
+//     "extend", "release" or "lost"), outcome and lock: every event the Locker
 //     reports. Each extending round counts, whether Extend or the
 //     keep-alive made it; a loss counts under op "lost" beside the extend
 //     that found it.
-//   - quorumlock_locks_held, a gauge: successful acquisitions minus
-//     releases.
+//   - quorumlock_locks_held, a gauge with label lock: successful
+//     acquisitions minus releases.
 //   - quorumlock_node_errors_total, a counter with labels node (the node's
 //     name) and op ("acquire", "extend" or "release"): node calls that
 //     failed or timed out (core.OutcomeFailed). Refusals, which are
@@ -30,8 +30,13 @@
 //
 // The outcome label is core.Reason of the operation's error: "ok",
 // "contended", "unavailable", "expired", "lost", "not_held", "canceled",
-// "closed", "invalid", "restarted" or "other", a small closed set. Series appear when
-// first used.
+// "closed", "invalid", "restarted" or "other", a small closed set. The
+// lock label is the kind of lock (core.Event's Lock): "mutex" (Acquire),
+// "multi" (AcquireAll), "shared" (AcquireShared), or "other" for a kind
+// this package does not know. Series appear when first used, but for
+// quorumlock_locks_held{lock="mutex"}, there at 0 from the start. The
+// names and other labels are as they were before the lock label: a query
+// that sums by them, such as sum by (outcome), counts every kind together.
 //
 // # Locks held
 //

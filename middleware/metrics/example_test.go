@@ -54,8 +54,8 @@ func Example() {
 	}
 	// Output:
 	// second try: contended
-	// quorumlock_locks_held 0
-	// quorumlock_operations_total{op="acquire",outcome="contended"} 1
-	// quorumlock_operations_total{op="acquire",outcome="ok"} 1
-	// quorumlock_operations_total{op="release",outcome="ok"} 1
+	// quorumlock_locks_held{lock="mutex"} 0
+	// quorumlock_operations_total{lock="mutex",op="acquire",outcome="contended"} 1
+	// quorumlock_operations_total{lock="mutex",op="acquire",outcome="ok"} 1
+	// quorumlock_operations_total{lock="mutex",op="release",outcome="ok"} 1
 }

@@ -62,7 +62,7 @@ func WithNamespace(ns string) Option {
 // labels stay the default (or those an earlier option set).
 // Default: none.
 // New takes any labels; a label name Prometheus refuses, or one of the
-// metrics' own (outcome, op, node), makes the Registerer's Register
+// metrics' own (outcome, op, lock, node), makes the Registerer's Register
 // return an error.
 func WithConstLabels(labels prometheus.Labels) Option {
 	name := "WithConstLabels(" + labelsString(labels) + ")"
@@ -107,9 +107,11 @@ func labelsString(labels prometheus.Labels) string {
 	return "prometheus.Labels{" + strings.Join(pairs, ", ") + "}"
 }
 
-// The event kinds and reasons, as indexes into the cached series.
+// The event kinds, lock kinds and reasons, as indexes into the cached
+// series.
 var (
 	ops     = [...]core.Op{core.OpAcquire, core.OpExtend, core.OpRelease, core.OpLost}
+	locks   = [...]string{"mutex", "multi", "shared", "other"}
 	reasons = [...]string{
 		core.ReasonOK, core.ReasonContended, core.ReasonUnavailable, core.ReasonExpired, core.ReasonLost,
 		core.ReasonNotHeld, core.ReasonCanceled, core.ReasonClosed, core.ReasonInvalid, core.ReasonRestarted, core.ReasonOther,
@@ -118,6 +120,7 @@ var (
 
 const (
 	nOps     = len(ops)
+	nLocks   = len(locks)
 	nReasons = len(reasons)
 )
 
@@ -129,6 +132,21 @@ func opIndex(k core.Op) int {
 		}
 	}
 	return -1
+}
+
+// lockIndex returns the index in locks of an Event's Lock: "" (an event
+// built before Event.Lock existed) is a mutex, a kind this package does
+// not know "other".
+func lockIndex(lock string) int {
+	if lock == "" {
+		return 0
+	}
+	for i, s := range locks {
+		if s == lock {
+			return i
+		}
+	}
+	return nLocks - 1
 }
 
 // reasonIndex returns the index in reasons of core.Reason(err).
@@ -152,12 +170,13 @@ func reasonIndex(err error) int {
 type Observer struct {
 	acquireDuration *prometheus.HistogramVec
 	operations      *prometheus.CounterVec
-	locksHeld       prometheus.Gauge
+	locksHeld       *prometheus.GaugeVec
 	nodeErrors      *prometheus.CounterVec
 
 	// Series cached on first use, so that an event looks nothing up.
-	durations [nReasons]atomic.Pointer[prometheus.Observer]
-	counts    [nOps][nReasons]atomic.Pointer[prometheus.Counter]
+	durations [nLocks][nReasons]atomic.Pointer[prometheus.Observer]
+	counts    [nLocks][nOps][nReasons]atomic.Pointer[prometheus.Counter]
+	held      [nLocks]atomic.Pointer[prometheus.Gauge]
 }
 
 var (
@@ -185,31 +204,33 @@ func New(opts ...Option) (*Observer, error) {
 	durationOpts := prometheus.HistogramOpts{
 		Namespace:   o.namespace,
 		Name:        "acquire_duration_seconds",
-		Help:        "Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome.",
+		Help:        "Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome and kind of lock.",
 		ConstLabels: o.constLabels,
 		Buckets:     o.buckets,
 	}
-	return &Observer{
-		acquireDuration: prometheus.NewHistogramVec(durationOpts, []string{"outcome"}),
+	m := &Observer{
+		acquireDuration: prometheus.NewHistogramVec(durationOpts, []string{"outcome", "lock"}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   o.namespace,
 			Name:        "operations_total",
-			Help:        "Lock operations (acquire, extend, release) and losses (lost), by outcome.",
+			Help:        "Lock operations (acquire, extend, release) and losses (lost), by outcome and kind of lock.",
 			ConstLabels: o.constLabels,
-		}, []string{"op", "outcome"}),
-		locksHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+		}, []string{"op", "outcome", "lock"}),
+		locksHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace:   o.namespace,
 			Name:        "locks_held",
-			Help:        "Locks acquired and not yet released (a lost lock counts until it is released).",
+			Help:        "Locks acquired and not yet released (a lost lock counts until it is released), by kind of lock.",
 			ConstLabels: o.constLabels,
-		}),
+		}, []string{"lock"}),
 		nodeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace:   o.namespace,
 			Name:        "node_errors_total",
 			Help:        "Node calls that failed or timed out, by node and operation.",
 			ConstLabels: o.constLabels,
 		}, []string{"node", "op"}),
-	}, nil
+	}
+	m.gauge(0) // the mutexes' gauge is there, at 0, from the start
+	return m, nil
 }
 
 // Describe sends the descriptors of the Observer's metrics, for
@@ -236,16 +257,16 @@ func (m *Observer) Observe(_ context.Context, e core.Event) {
 	if op < 0 {
 		return
 	}
-	r := reasonIndex(e.Err)
-	m.counter(op, r).Inc()
+	lock, r := lockIndex(e.Lock), reasonIndex(e.Err)
+	m.counter(lock, op, r).Inc()
 	switch e.Kind {
 	case core.OpAcquire:
-		m.duration(r).Observe(e.Duration.Seconds())
+		m.duration(lock, r).Observe(e.Duration.Seconds())
 		if e.Err == nil {
-			m.locksHeld.Inc()
+			m.gauge(lock).Inc()
 		}
 	case core.OpRelease:
-		m.locksHeld.Dec()
+		m.gauge(lock).Dec()
 	}
 	for i := range e.Nodes {
 		if n := &e.Nodes[i]; n.Outcome == core.OutcomeFailed {
@@ -254,20 +275,29 @@ func (m *Observer) Observe(_ context.Context, e core.Event) {
 	}
 }
 
-func (m *Observer) counter(op, r int) prometheus.Counter {
-	if c := m.counts[op][r].Load(); c != nil {
+func (m *Observer) counter(lock, op, r int) prometheus.Counter {
+	if c := m.counts[lock][op][r].Load(); c != nil {
 		return *c
 	}
-	c := m.operations.WithLabelValues(ops[op].String(), reasons[r])
-	m.counts[op][r].Store(&c)
+	c := m.operations.WithLabelValues(ops[op].String(), reasons[r], locks[lock])
+	m.counts[lock][op][r].Store(&c)
 	return c
 }
 
-func (m *Observer) duration(r int) prometheus.Observer {
-	if h := m.durations[r].Load(); h != nil {
+func (m *Observer) duration(lock, r int) prometheus.Observer {
+	if h := m.durations[lock][r].Load(); h != nil {
 		return *h
 	}
-	h := m.acquireDuration.WithLabelValues(reasons[r])
-	m.durations[r].Store(&h)
+	h := m.acquireDuration.WithLabelValues(reasons[r], locks[lock])
+	m.durations[lock][r].Store(&h)
 	return h
+}
+
+func (m *Observer) gauge(lock int) prometheus.Gauge {
+	if g := m.held[lock].Load(); g != nil {
+		return *g
+	}
+	g := m.locksHeld.WithLabelValues(locks[lock])
+	m.held[lock].Store(&g)
+	return g
 }

@@ -128,22 +128,22 @@ func TestObserver(t *testing.T) {
 		require.NoError(t, job.Release(ctx), "a second release is not reported")
 
 		const want = `
-# HELP quorumlock_locks_held Locks acquired and not yet released (a lost lock counts until it is released).
+# HELP quorumlock_locks_held Locks acquired and not yet released (a lost lock counts until it is released), by kind of lock.
 # TYPE quorumlock_locks_held gauge
-quorumlock_locks_held 0
+quorumlock_locks_held{lock="mutex"} 0
 # HELP quorumlock_node_errors_total Node calls that failed or timed out, by node and operation.
 # TYPE quorumlock_node_errors_total counter
 quorumlock_node_errors_total{node="c",op="acquire"} 1
 quorumlock_node_errors_total{node="c",op="release"} 2
-# HELP quorumlock_operations_total Lock operations (acquire, extend, release) and losses (lost), by outcome.
+# HELP quorumlock_operations_total Lock operations (acquire, extend, release) and losses (lost), by outcome and kind of lock.
 # TYPE quorumlock_operations_total counter
-quorumlock_operations_total{op="acquire",outcome="contended"} 1
-quorumlock_operations_total{op="acquire",outcome="ok"} 3
-quorumlock_operations_total{op="extend",outcome="lost"} 1
-quorumlock_operations_total{op="extend",outcome="ok"} 1
-quorumlock_operations_total{op="lost",outcome="lost"} 1
-quorumlock_operations_total{op="release",outcome="not_held"} 1
-quorumlock_operations_total{op="release",outcome="ok"} 2
+quorumlock_operations_total{lock="mutex",op="acquire",outcome="contended"} 1
+quorumlock_operations_total{lock="mutex",op="acquire",outcome="ok"} 3
+quorumlock_operations_total{lock="mutex",op="extend",outcome="lost"} 1
+quorumlock_operations_total{lock="mutex",op="extend",outcome="ok"} 1
+quorumlock_operations_total{lock="mutex",op="lost",outcome="lost"} 1
+quorumlock_operations_total{lock="mutex",op="release",outcome="not_held"} 1
+quorumlock_operations_total{lock="mutex",op="release",outcome="ok"} 2
 `
 		assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
 			"quorumlock_locks_held", "quorumlock_node_errors_total", "quorumlock_operations_total"))
@@ -233,23 +233,23 @@ func TestOptions(t *testing.T) {
 		obs.Observe(t.Context(), core.Event{Kind: core.OpRelease, Nodes: []core.NodeResult{{Node: "n1", Outcome: core.OutcomeFailed}, {Node: "n2", Outcome: core.OutcomeRefused}}})
 
 		const want = `
-# HELP app_acquire_duration_seconds Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome.
+# HELP app_acquire_duration_seconds Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome and kind of lock.
 # TYPE app_acquire_duration_seconds histogram
-app_acquire_duration_seconds_bucket{locker="orders",outcome="ok",le="0.1"} 0
-app_acquire_duration_seconds_bucket{locker="orders",outcome="ok",le="1"} 1
-app_acquire_duration_seconds_bucket{locker="orders",outcome="ok",le="+Inf"} 1
-app_acquire_duration_seconds_sum{locker="orders",outcome="ok"} 0.5
-app_acquire_duration_seconds_count{locker="orders",outcome="ok"} 1
-# HELP app_locks_held Locks acquired and not yet released (a lost lock counts until it is released).
+app_acquire_duration_seconds_bucket{lock="mutex",locker="orders",outcome="ok",le="0.1"} 0
+app_acquire_duration_seconds_bucket{lock="mutex",locker="orders",outcome="ok",le="1"} 1
+app_acquire_duration_seconds_bucket{lock="mutex",locker="orders",outcome="ok",le="+Inf"} 1
+app_acquire_duration_seconds_sum{lock="mutex",locker="orders",outcome="ok"} 0.5
+app_acquire_duration_seconds_count{lock="mutex",locker="orders",outcome="ok"} 1
+# HELP app_locks_held Locks acquired and not yet released (a lost lock counts until it is released), by kind of lock.
 # TYPE app_locks_held gauge
-app_locks_held{locker="orders"} 0
+app_locks_held{lock="mutex",locker="orders"} 0
 # HELP app_node_errors_total Node calls that failed or timed out, by node and operation.
 # TYPE app_node_errors_total counter
 app_node_errors_total{locker="orders",node="n1",op="release"} 1
-# HELP app_operations_total Lock operations (acquire, extend, release) and losses (lost), by outcome.
+# HELP app_operations_total Lock operations (acquire, extend, release) and losses (lost), by outcome and kind of lock.
 # TYPE app_operations_total counter
-app_operations_total{locker="orders",op="acquire",outcome="ok"} 1
-app_operations_total{locker="orders",op="release",outcome="ok"} 1
+app_operations_total{lock="mutex",locker="orders",op="acquire",outcome="ok"} 1
+app_operations_total{lock="mutex",locker="orders",op="release",outcome="ok"} 1
 `
 		assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want)))
 	})
@@ -289,7 +289,65 @@ app_operations_total{locker="orders",op="release",outcome="ok"} 1
 func TestObserveAllocates(t *testing.T) {
 	obs, err := metrics.New()
 	require.NoError(t, err)
-	e := core.Event{Kind: core.OpAcquire, Duration: time.Millisecond, Nodes: []core.NodeResult{{Node: "a", Outcome: core.OutcomeOK}}}
+	e := core.Event{Kind: core.OpAcquire, Lock: "shared", Duration: time.Millisecond, Nodes: []core.NodeResult{{Node: "a", Outcome: core.OutcomeOK}}}
 	obs.Observe(t.Context(), e) // makes the series
 	assert.Zero(t, testing.AllocsPerRun(100, func() { obs.Observe(t.Context(), e) }))
+}
+
+// The lock label tells the kinds of lock apart: each has its own counts,
+// durations and gauge of locks held.
+func TestObserverLockKinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		obs, reg := newObserver(t)
+		l := newLocker(t, namedNodes(3), core.WithObserver(obs))
+		ctx := t.Context()
+		multi, err := l.AcquireAll(ctx, "a", "b")
+		require.NoError(t, err)
+		r1, err := l.AcquireShared(ctx, "s")
+		require.NoError(t, err)
+		r2, err := l.AcquireShared(ctx, "s")
+		require.NoError(t, err)
+		_, err = l.TryAcquire(ctx, "s")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a writer waits for the readers")
+		require.NoError(t, r1.Extend(ctx))
+
+		const held = `
+# HELP quorumlock_locks_held Locks acquired and not yet released (a lost lock counts until it is released), by kind of lock.
+# TYPE quorumlock_locks_held gauge
+quorumlock_locks_held{lock="multi"} 1
+quorumlock_locks_held{lock="mutex"} 0
+quorumlock_locks_held{lock="shared"} 2
+`
+		assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(held), "quorumlock_locks_held"))
+		for _, lock := range []*core.Lock{multi, r1, r2} {
+			require.NoError(t, lock.Release(ctx))
+		}
+		// Events from elsewhere: without a kind (a mutex), of a kind this
+		// package does not know (other).
+		obs.Observe(ctx, core.Event{Kind: core.OpAcquire})
+		obs.Observe(ctx, core.Event{Kind: core.OpAcquire, Lock: "semaphore"})
+
+		const want = `
+# HELP quorumlock_locks_held Locks acquired and not yet released (a lost lock counts until it is released), by kind of lock.
+# TYPE quorumlock_locks_held gauge
+quorumlock_locks_held{lock="multi"} 0
+quorumlock_locks_held{lock="mutex"} 1
+quorumlock_locks_held{lock="other"} 1
+quorumlock_locks_held{lock="shared"} 0
+# HELP quorumlock_operations_total Lock operations (acquire, extend, release) and losses (lost), by outcome and kind of lock.
+# TYPE quorumlock_operations_total counter
+quorumlock_operations_total{lock="multi",op="acquire",outcome="ok"} 1
+quorumlock_operations_total{lock="multi",op="release",outcome="ok"} 1
+quorumlock_operations_total{lock="mutex",op="acquire",outcome="contended"} 1
+quorumlock_operations_total{lock="mutex",op="acquire",outcome="ok"} 1
+quorumlock_operations_total{lock="other",op="acquire",outcome="ok"} 1
+quorumlock_operations_total{lock="shared",op="acquire",outcome="ok"} 2
+quorumlock_operations_total{lock="shared",op="extend",outcome="ok"} 1
+quorumlock_operations_total{lock="shared",op="release",outcome="ok"} 2
+`
+		assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "quorumlock_locks_held", "quorumlock_operations_total"))
+		for _, kind := range []string{"mutex", "multi", "shared", "other"} {
+			assert.NotNil(t, find(t, reg, "quorumlock_acquire_duration_seconds", map[string]string{"lock": kind, "outcome": "ok"}), kind)
+		}
+	})
 }

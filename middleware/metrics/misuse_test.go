@@ -66,7 +66,7 @@ func TestMisuseMetrics(t *testing.T) {
 		}
 	})
 	t.Run("const_label_clash", func(t *testing.T) {
-		for _, label := range []string{"outcome", "op", "node"} {
+		for _, label := range []string{"outcome", "op", "lock", "node"} {
 			obs, err := metrics.New(metrics.WithConstLabels(prometheus.Labels{label: "x"}))
 			require.NoError(t, err, "New registers nothing, so it cannot tell")
 			err = prometheus.NewRegistry().Register(obs)

@@ -50,6 +50,8 @@
 //   - quorumlock.key: the lock's key, as given to Acquire
 //     (WithKeys(KeysOmitted) leaves it out, WithKeys(KeysHashed) replaces
 //     it with a hash);
+//   - quorumlock.lock: the kind of lock (core.Event's Lock): "mutex"
+//     (Acquire), "multi" (AcquireAll) or "shared" (AcquireShared);
 //   - quorumlock.outcome: core.Reason of the error ("ok", "contended",
 //     "unavailable", "lost", ...), also as error.type when it is not "ok";
 //

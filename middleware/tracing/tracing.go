@@ -33,6 +33,7 @@ const NodeEvent = "quorumlock.node"
 // The attribute keys the Observer sets (see the package doc).
 const (
 	KeyKey          = attribute.Key("quorumlock.key")
+	KeyLock         = attribute.Key("quorumlock.lock")
 	KeyOutcome      = attribute.Key("quorumlock.outcome")
 	KeyTries        = attribute.Key("quorumlock.tries")
 	KeyToken        = attribute.Key("quorumlock.token")
@@ -190,11 +191,15 @@ func (t *Observer) Observe(ctx context.Context, e core.Event) {
 	}
 }
 
-// eventAttrs are the attributes of e's span: its outcome; its tries, token
-// and validity where set; and how many nodes answered each way.
+// eventAttrs are the attributes of e's span: its outcome and kind of lock;
+// its tries, token and validity where set; and how many nodes answered
+// each way.
 func eventAttrs(e core.Event, outcome string) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs, KeyOutcome.String(outcome))
+	if e.Lock != "" {
+		attrs = append(attrs, KeyLock.String(e.Lock))
+	}
 	if e.Err != nil {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(outcome))
 	}

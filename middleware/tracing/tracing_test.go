@@ -90,6 +90,7 @@ func TestAcquire(t *testing.T) {
 		assert.Equal(t, map[attribute.Key]attribute.Value{
 			"db.system.name":        attribute.StringValue("redis"),
 			tracing.KeyKey:          attribute.StringValue("job"),
+			tracing.KeyLock:         attribute.StringValue("mutex"),
 			tracing.KeyOutcome:      attribute.StringValue("ok"),
 			tracing.KeyTries:        attribute.IntValue(1),
 			tracing.KeyToken:        attribute.Int64Value(lock.Token()),
@@ -366,5 +367,30 @@ func TestProvider(t *testing.T) {
 		assert.Equal(t, "WithKeys(KeyMode(7))", tracing.WithKeys(7).String())
 		assert.Equal(t, "WithTracerProvider(nil)", tracing.WithTracerProvider(nil).String())
 		assert.Equal(t, "WithTracerProvider(...)", tracing.WithTracerProvider(otel.GetTracerProvider()).String())
+	})
+}
+
+// Every span names its kind of lock, even with the keys left out.
+func TestLockKinds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, rec, ctx, _ := setup(t, namedNodes(3), tracing.WithKeys(tracing.KeysOmitted))
+		multi, err := l.AcquireAll(ctx, "a", "b")
+		require.NoError(t, err)
+		shared, err := l.AcquireShared(ctx, "s")
+		require.NoError(t, err)
+		_, err = l.TryAcquire(ctx, "s")
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		require.NoError(t, shared.Extend(ctx))
+		require.NoError(t, multi.Release(ctx))
+		require.NoError(t, shared.Release(ctx))
+
+		var got []string
+		for _, s := range rec.Ended() {
+			got = append(got, s.Name()+" "+attrs(s.Attributes())[tracing.KeyLock].String())
+		}
+		assert.Equal(t, []string{
+			"quorumlock.acquire multi", "quorumlock.acquire shared", "quorumlock.acquire mutex",
+			"quorumlock.extend shared", "quorumlock.release multi", "quorumlock.release shared",
+		}, got)
 	})
 }

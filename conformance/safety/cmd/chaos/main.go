@@ -7,6 +7,12 @@
 // outside its own majority (the majorities ring), and clients stall past
 // their locks' validity.
 //
+// -workload picks what the clients do: mutex (one key's plain lock and a
+// read-modify-write of its register), rw (shared locks that read the
+// register twice beside plain locks that write it) or multi (AcquireAll
+// over overlapping sets of keys, a read-modify-write of each key's
+// register). `make chaos` runs each.
+//
 // It prints one line per seed and then the totals: acquisitions, faults
 // injected by kind, violations of mutual exclusion (which must be 0: lock
 // and register histories porcupine found not linearizable, sections out
@@ -20,12 +26,13 @@
 //
 // Flags:
 //
+//	-workload w    mutex, rw or multi (default mutex)
 //	-seeds n       runs (default 50)
 //	-first n       seed of the first run (default: from the clock, printed)
 //	-duration d    how long the clients of one run work (default 12s)
 //	-nodes n       servers (default 5)
 //	-clients n     clients, each with its own Locker (default 16)
-//	-keys n        keys the clients share (default 3)
+//	-keys n        keys the clients share (default 3; 4 for multi)
 //	-ttl d         lock TTL (default 1s)
 //	-driver name   goredis, redigo, rueidis, or all: one per seed in turn (default all)
 //	-no-guard      turn the restart guard off (the run should then find violations, in time)
@@ -83,18 +90,19 @@ type options struct {
 	seeds, nodes, clients, keys int
 	first                       int64
 	duration, ttl               time.Duration
-	driver, histories           string
+	driver, histories, workload string
 	noGuard, verbose            bool
 }
 
 func parseFlags() options {
 	var o options
+	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw or multi")
 	flag.IntVar(&o.seeds, "seeds", 50, "runs")
 	flag.Int64Var(&o.first, "first", 0, "seed of the first run (0: from the clock)")
 	flag.DurationVar(&o.duration, "duration", 12*time.Second, "how long the clients of one run work")
 	flag.IntVar(&o.nodes, "nodes", 5, "servers")
 	flag.IntVar(&o.clients, "clients", 16, "clients, each with its own Locker")
-	flag.IntVar(&o.keys, "keys", 3, "keys the clients share")
+	flag.IntVar(&o.keys, "keys", 0, "keys the clients share (0: 3, or 4 for multi)")
 	flag.DurationVar(&o.ttl, "ttl", time.Second, "lock TTL")
 	flag.StringVar(&o.driver, "driver", "all", "goredis, redigo, rueidis or all")
 	flag.BoolVar(&o.noGuard, "no-guard", false, "turn the restart guard off")
@@ -116,6 +124,9 @@ func main() {
 		}
 		names = []string{o.driver}
 	}
+	if !slices.Contains(safety.Workloads, safety.Workload(o.workload)) {
+		log.Fatalf("chaos: unknown workload %q (want one of %v)", o.workload, safety.Workloads)
+	}
 	if o.seeds < 1 {
 		log.Fatal("chaos: -seeds must be at least 1")
 	}
@@ -128,8 +139,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	fmt.Printf("chaos: %d seeds from %d, %v each, %d nodes, %d clients, %d keys, TTL %v, drivers %s, restart guard %s\n",
-		o.seeds, o.first, o.duration, o.nodes, o.clients, o.keys, o.ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[o.noGuard])
+	keys := fmt.Sprint(o.keys)
+	if o.keys <= 0 {
+		keys = "the workload's default"
+	}
+	fmt.Printf("chaos: workload %s, %d seeds from %d, %v each, %d nodes, %d clients, keys %s, TTL %v, drivers %s, restart guard %s\n",
+		o.workload, o.seeds, o.first, o.duration, o.nodes, o.clients, keys, o.ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[o.noGuard])
 	total := safety.Report{Failures: map[string]int{}, Faults: map[safety.FaultKind]int{}}
 	bad := 0
 	start := time.Now()
@@ -159,7 +174,7 @@ func runSeed(ctx context.Context, o options, seed int64, name string, total *saf
 		logf = func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) }
 	}
 	rep, err := safety.Run(ctx, safety.Config{
-		Seed: seed, Duration: o.duration, Nodes: o.nodes, Clients: o.clients, Keys: o.keys, TTL: o.ttl,
+		Seed: seed, Workload: safety.Workload(o.workload), Duration: o.duration, Nodes: o.nodes, Clients: o.clients, Keys: o.keys, TTL: o.ttl,
 		Options: opts, NewNode: drivers[name], Logf: logf, HistoryDir: o.histories,
 	})
 	if err != nil {
@@ -171,7 +186,7 @@ func runSeed(ctx context.Context, o options, seed int64, name string, total *saf
 	}
 	add(total, rep)
 	if len(rep.Violations) > 0 || rep.LeftAfterTTL > 0 {
-		fmt.Printf("  replay: (cd conformance/safety && go run ./cmd/chaos -seeds 1 -first %d -driver %s -duration %v -v)\n", seed, name, o.duration)
+		fmt.Printf("  replay: (cd conformance/safety && go run ./cmd/chaos -workload %s -seeds 1 -first %d -driver %s -duration %v -v)\n", o.workload, seed, name, o.duration)
 		return false
 	}
 	return true
@@ -180,6 +195,11 @@ func runSeed(ctx context.Context, o options, seed int64, name string, total *saf
 func add(t, r *safety.Report) {
 	t.Acquisitions += r.Acquisitions
 	t.Sections += r.Sections
+	t.Readers += r.Readers
+	t.MostReaders = max(t.MostReaders, r.MostReaders)
+	t.Sets += r.Sets
+	t.LockOps += r.LockOps
+	t.RegisterOps += r.RegisterOps
 	t.Stalls += r.Stalls
 	t.Noticed += r.Noticed
 	t.Unused += r.Unused
@@ -198,6 +218,13 @@ func add(t, r *safety.Report) {
 func printTotals(w io.Writer, t *safety.Report, seeds int, elapsed time.Duration) {
 	fmt.Fprintf(w, "\n== totals over %d seeds, %v\n", seeds, elapsed.Round(time.Second))
 	fmt.Fprintf(w, "acquisitions:        %d (critical sections used: %d; granted with too little validity to use: %d)\n", t.Acquisitions, t.Sections, t.Unused)
+	switch {
+	case t.Readers > 0:
+		fmt.Fprintf(w, "shared sections:     %d (at most %d on one key at once)\n", t.Readers, t.MostReaders)
+	case t.Sets > 0:
+		fmt.Fprintf(w, "sections of sets:    %d (of two keys or more)\n", t.Sets)
+	}
+	fmt.Fprintf(w, "checked operations:  %d on locks, %d on registers (porcupine)\n", t.LockOps, t.RegisterOps)
 	failed := 0
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(t.Failures)) {
