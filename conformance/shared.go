@@ -252,15 +252,18 @@ func readersMeet(ctx context.Context, t *testing.T, l *core.Locker, k string, me
 
 // writerExcludesReaders checks the writer against readers, one step at a
 // time: a held writer refuses readers, which leave no entry; a held
-// reader refuses a writer, whose lost round leaves nothing of its own and
-// keeps new readers out while the reader already in extends; once the
-// reader has released, the writer takes the key.
+// reader refuses a writer, whose lost round leaves nothing of its own, and
+// a writer that gives up (TryAcquire) leaves new readers free; a writer
+// that waits keeps new readers out while the reader already in extends,
+// and takes the key once that reader has released.
 func writerExcludesReaders(t *testing.T, h Harness, n int, s Strategy) {
 	servers := h.Shared(t, n)
-	l := newLocker(t, servers.Nodes(t), s)
+	l := newLocker(t, servers.Nodes(t), s, core.WithTries(1_000_000))
 	other := newLocker(t, servers.Nodes(t), s)
 	ctx, k := t.Context(), key(t)
 	rk := readersKey(t, k)
+	mark, ok := driver.WriterKey(k)
+	require.True(t, ok, "key %q has a writer mark", k)
 
 	w, err := l.TryAcquire(ctx, k)
 	require.NoError(t, err)
@@ -275,15 +278,33 @@ func writerExcludesReaders(t *testing.T, h Harness, n int, s Strategy) {
 	_, err = l.TryAcquire(ctx, k)
 	require.ErrorIs(t, err, core.ErrNotAcquired, "a reader holds the key")
 	assertHeld(t, servers, driver.SharedValue, k) // the refused writer left nothing of its own
+	r2, err := other.TryAcquireShared(ctx, k)
+	require.NoError(t, err, "a writer that gave up keeps no reader out")
+	require.NoError(t, r2.Release(ctx))
+
+	waiting := make(chan acquired, 1)
+	go func() {
+		w, err := l.Acquire(ctx, k)
+		waiting <- acquired{w, err, time.Now()}
+	}()
+	require.Eventually(t, func() bool { return len(nonEmpty(valuesOf(t, servers, mark))) >= quorumOf(n) },
+		10*time.Second, 5*time.Millisecond, "the waiting writer marks a quorum")
 	_, err = other.TryAcquireShared(ctx, k)
 	require.ErrorIs(t, err, core.ErrNotAcquired, "a writer waits: new readers queue behind it")
 	require.NoError(t, r.Extend(ctx), "a reader already in extends while a writer waits")
 	assertOnQuorum(t, n, readersOn(t, l, k, r), "extended")
 	require.NoError(t, r.Release(ctx))
 
-	w, err = l.TryAcquire(ctx, k)
-	require.NoError(t, err, "the writer takes the key once the reader is gone")
-	require.NoError(t, w.Release(ctx))
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+	var got acquired
+	select {
+	case got = <-waiting:
+	case <-bound.C:
+		t.Fatal("the waiting writer did not take the key within 10 s of the reader's release")
+	}
+	require.NoError(t, got.err, "the writer takes the key once the reader is gone")
+	require.NoError(t, got.lock.Release(ctx))
 	assert.Equal(t, repeat("", n), valuesOf(t, servers, k))
 }
 
