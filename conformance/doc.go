@@ -32,6 +32,32 @@
 // key, a minority of servers down (still acquires), a majority down (the
 // outage error, promptly), a paused server (no stall), a restarted server.
 //
+// MultiKey/N=<n>/<strategy> checks multi-key locks (Locker.AcquireAll)
+// the same way: goroutines taking overlapping sets ({a,b}, {b,c}, {c,a}
+// and single keys) through two Lockers never find one of their keys
+// occupied and lose no increment of a per-key counter; a set refused by
+// rivals on a quorum, on a different key on each server, or by an
+// overlapping set leaves none of its keys; a set given out of order is
+// held sorted, keeps out a plain lock, a reader and another set on any of
+// its keys, and its release leaves no key; bad sets, and on Redis
+// Clusters keys in different slots, are refused up front. A set is kept
+// alive for three TTLs, and lost at the next extension once one of its
+// keys is deleted from a majority (MultiKey/KeptAliveSurvives,
+// MultiKey/DeletedKeyLostAtNextExtension). On a cluster harness a set's
+// keys share a hash tag.
+//
+// Shared/N=<n>/<strategy> checks shared (read) locks
+// (Locker.AcquireShared) with the plain lock as their writer: readers
+// share and Inspect lists them; readers and writers taking one key
+// concurrently, after the readers first met inside all at once, never
+// overlap (a writer inside finds no reader and no writer, and loses no
+// increment); a held writer refuses readers, which leave no entry, and a
+// writer refused by a reader keeps new readers out while the one in
+// extends; the last reader's release leaves neither the key nor its
+// readers set. A reader is kept alive for three TTLs, and lost at the next
+// extension once its entry is deleted from a majority
+// (Shared/KeptAliveSurvives, Shared/DeletedReaderLostAtNextExtension).
+//
 // MutualExclusion/<strategy> has 32 goroutines increment a counter held on
 // a server 50 times each (200 under QUORUMLOCK_LONG=1) under the lock, with
 // a read-modify-write that only the lock makes atomic: the final count must
@@ -82,8 +108,8 @@
 // A strategy never touches a driver: it orders and stops the calls that
 // core makes through the driver's nodes. So a backend is checked at one
 // point of the strategy × size matrix by default, its driver scope: the
-// Locker group at N=3 with parallel (greedy), MutualExclusion with
-// parallel. Parallel is core.New's default, and three nodes are the
+// Locker, MultiKey and Shared groups at N=3 with parallel (greedy),
+// MutualExclusion with parallel. Parallel is core.New's default, and three nodes are the
 // fewest that reach all a driver does under a Locker: calls to several
 // nodes of one driver at once, a minority refused or down beside a
 // majority that answers, a paused node among live ones. A call cancelled
@@ -94,8 +120,9 @@
 // whole in every scope: NodeContract with the capabilities, RestartGuard,
 // Lifecycle, NodeHealth, Fencing and Cluster.
 //
-// WithFullMatrix runs the Locker group over every strategy and size, and
-// MutualExclusion under each greedy strategy: it checks the strategies and
+// WithFullMatrix runs the Locker, MultiKey and Shared groups over every
+// strategy and size (their concurrent exclusion checks under the greedy
+// strategies only), and MutualExclusion under each greedy strategy: it checks the strategies and
 // core on real servers, which needs doing once, not once per driver (this
 // project runs it on memory and on go-redis's single servers). The driver
 // scope is the default because it is what a backend's author needs: the

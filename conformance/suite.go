@@ -68,11 +68,12 @@ type runConfig struct {
 	leakGrace  time.Duration
 }
 
-// WithFullMatrix runs the Locker group over every strategy and size of
-// the matrix (Strategies and Sizes, or WithStrategies and WithSizes), and
-// MutualExclusion under each greedy strategy, instead of the driver
-// scope's one point: for checking strategies and core over real servers,
-// which the project does on memory and on go-redis's single servers.
+// WithFullMatrix runs the Locker, MultiKey and Shared groups over every
+// strategy and size of the matrix (Strategies and Sizes, or WithStrategies
+// and WithSizes), and MutualExclusion under each greedy strategy, instead
+// of the driver scope's one point: for checking strategies and core over
+// real servers, which the project does on memory and on go-redis's single
+// servers.
 func WithFullMatrix() RunOption {
 	return func(c *runConfig) { c.full = true }
 }
@@ -115,6 +116,10 @@ func WithLeakGrace(d time.Duration) RunOption {
 //   - NodeContract: each protocol operation of one node, directly;
 //   - Locker/N=<n>/<strategy>: the locker properties over n nodes, at
 //     N=3 with parallel, or over the whole matrix (WithFullMatrix);
+//   - MultiKey/N=<n>/<strategy> and Shared/N=<n>/<strategy>: multi-key
+//     and shared (read) locks over n nodes, at N=3 with parallel or over
+//     the whole matrix, as Locker; and once, each kind kept alive and
+//     lost at the next extension;
 //   - MutualExclusion/<strategy>: 32 goroutines incrementing a counter held
 //     on a server under the lock, which must end exact; under parallel, or
 //     each greedy strategy of the matrix;
@@ -190,6 +195,14 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 			}
 		}
 	})
+	t.Run("MultiKey", func(t *testing.T) {
+		t.Parallel()
+		runKind(t, h, cfg, runMultiKey, runMultiKeyLifecycle)
+	})
+	t.Run("Shared", func(t *testing.T) {
+		t.Parallel()
+		runKind(t, h, cfg, runShared, runSharedLifecycle)
+	})
 	t.Run("MutualExclusion", func(t *testing.T) {
 		for _, s := range cfg.strategies {
 			if strings.HasSuffix(s.Name, "-stop") {
@@ -198,6 +211,21 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 			t.Run(s.Name, func(t *testing.T) { mutualExclusion(t, h, s, 32, cfg.increments) })
 		}
 	})
+}
+
+// runKind runs the checks of a lock kind: those of matrix at each point
+// of cfg's matrix (N=<n>/<strategy>), and those of lifecycle once, since
+// they are not about strategies.
+func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), lifecycle func(*testing.T, Harness)) {
+	for _, n := range cfg.sizes {
+		for _, s := range cfg.strategies {
+			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
+				t.Parallel()
+				matrix(t, h, n, s)
+			})
+		}
+	}
+	lifecycle(t, h)
 }
 
 // begin starts a run: it applies opts, makes the harness, and arranges for
@@ -302,8 +330,9 @@ func valuesOf(t *testing.T, s Servers, key string) []string {
 	return out
 }
 
-func repeat(v string, n int) []string {
-	out := make([]string, n)
+// repeat returns n copies of v.
+func repeat[T any](v T, n int) []T {
+	out := make([]T, n)
 	for i := range out {
 		out[i] = v
 	}
