@@ -184,6 +184,21 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 		t.Parallel()
 		runFencing(t, h, cfg)
 	})
+	runLockKinds(t, h, cfg)
+	t.Run("MutualExclusion", func(t *testing.T) {
+		for _, s := range cfg.strategies {
+			if strings.HasSuffix(s.Name, "-stop") {
+				continue // same round logic as the greedy mode; keeps the run short
+			}
+			t.Run(s.Name, func(t *testing.T) { mutualExclusion(t, h, s, 32, cfg.increments) })
+		}
+	})
+}
+
+// runLockKinds runs, in parallel, the Locker group (the plain lock's
+// properties at each point of cfg's matrix) and the MultiKey and Shared
+// groups of the other lock kinds.
+func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	t.Run("Locker", func(t *testing.T) {
 		t.Parallel()
 		for _, n := range cfg.sizes {
@@ -202,14 +217,6 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 	t.Run("Shared", func(t *testing.T) {
 		t.Parallel()
 		runKind(t, h, cfg, runShared, runSharedLifecycle)
-	})
-	t.Run("MutualExclusion", func(t *testing.T) {
-		for _, s := range cfg.strategies {
-			if strings.HasSuffix(s.Name, "-stop") {
-				continue // same round logic as the greedy mode; keeps the run short
-			}
-			t.Run(s.Name, func(t *testing.T) { mutualExclusion(t, h, s, 32, cfg.increments) })
-		}
 	})
 }
 
