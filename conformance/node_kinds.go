@@ -27,6 +27,7 @@ var kindScripts = []struct {
 	{"ExtendSharedScript", extendSharedScript},
 	{"ReleaseSharedScript", releaseSharedScript},
 	{"ReadersHandedTogether", readersHandedTogether},
+	{"SharedGrantChecksFirst", sharedGrantChecksFirst},
 	{"WithdrawScript", withdrawScript},
 	{"InspectReaders", inspectReaders},
 	{"RaiseFenceScript", raiseFenceScript},
@@ -102,8 +103,8 @@ func (x scripted) holds(k, value string, ttl time.Duration, msgAndArgs ...any) {
 	v, got := x.get(k)
 	assert.Equal(x.t, value, v, msgAndArgs...)
 	assert.LessOrEqual(x.t, got, ttl, msgAndArgs...)
-	if ttl >= time.Second {
-		assert.Greater(x.t, got, ttl*8/10, msgAndArgs...)
+	if ttl >= time.Second { // half the TTL: slack for a loaded machine
+		assert.Greater(x.t, got, ttl/2, msgAndArgs...)
 	}
 }
 
@@ -298,4 +299,13 @@ func releaseAllScript(t *testing.T, h Harness) {
 	if watched {
 		assert.Equal(t, ticket, notes.await(t, 5*time.Second, "the hand-off publishes the ticket"))
 	}
+
+	// The queue is the first key's: a release that leaves it held by
+	// another hands nothing over.
+	x.enqueue(a, ticket)
+	x.set(a, "theirs", time.Minute)
+	x.set(b, "mine", time.Minute)
+	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, []string{a, b, q}, "mine", "2", driver.ReleaseChannel(a)))
+	x.absent(b, "released")
+	assert.Equal(t, int64(1), x.queued(a, ticket), "the first key still held: the ticket waits")
 }

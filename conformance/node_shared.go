@@ -202,6 +202,29 @@ func releaseSharedScript(t *testing.T, h Harness) {
 	x.holds(w, "writer", time.Minute, "the last stale reader leaves the writer's key")
 }
 
+// sharedGrantChecksFirst: a fenced grant refused for a counter that is
+// not an integer writes nothing (Redis keeps a failed script's writes),
+// and readers left without their key are dropped by the next grant, not
+// revived with it.
+func sharedGrantChecksFirst(t *testing.T, h Harness) {
+	x, k := sharedNode(t, h), key(t)
+	readers, w := sideKeys(t, k)
+	fence, ok := driver.FenceKey(k)
+	require.True(t, ok)
+	x.set(fence, "abc", time.Minute)
+	_, err := x.n.Eval(t.Context(), driver.ScriptAcquireShared.Source(), []string{k, readers, w, fence}, []string{"r1", "60000", "1", ""})
+	require.Error(t, err, "a counter that is not an integer")
+	x.absent(k, "nothing written")
+	x.absent(readers, "no reader written")
+
+	s := key(t)
+	assert.Equal(t, int64(1), x.share(s, "stale", time.Hour))
+	x.del(s) // the key lost under its reader (deleted, or evicted)
+	assert.Equal(t, int64(1), x.share(s, "r1", time.Minute))
+	assert.Equal(t, []string{"r1"}, x.readers(s), "the reader left without its key is gone")
+	x.holds(s, driver.SharedValue, time.Minute, "the key lives as long as its live reader, not the stale one")
+}
+
 // readersHandedTogether: a release whose queue begins with shared
 // waiters' tickets (driver.ReaderTicket) hands the key to every one of
 // them at once, and to none queued behind the first other ticket, which
@@ -300,7 +323,7 @@ func inspectReaders(t *testing.T, h Harness) {
 	mr, _ := sideKeys(t, missing)
 	assert.Equal(t, []any{int64(-2)}, x.run(driver.ScriptInspect, []string{missing, mr}), "a missing key")
 
-	assert.Equal(t, int64(1), x.share(k, "short", 30*time.Millisecond))
+	assert.Equal(t, int64(1), x.share(k, "short", 300*time.Millisecond))
 	assert.Equal(t, []string{"short", "r2", "r1"}, x.readers(k))
 	require.Eventually(t, func() bool { return len(x.readers(k)) == 2 }, 5*time.Second, 5*time.Millisecond,
 		"an expired reader is not listed")

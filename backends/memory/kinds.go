@@ -125,15 +125,19 @@ func (n *Node) releaseAll(c *scriptCall) (any, error) {
 	if err != nil || keys < 1 || len(c.keys) != keys && len(c.keys) != keys+1 {
 		return nil, fmt.Errorf("ERR release-all: %d keys do not match n %s", len(c.keys), c.args[1])
 	}
-	held := 0
-	for _, k := range c.keys[:keys] {
+	held, first := 0, false
+	for i, k := range c.keys[:keys] {
 		if e, ok := n.live(k, c.now); ok && e.value == c.args[0] {
 			delete(n.data, k)
 			held++
+			first = first || i == 0
 		}
 	}
-	if held == 0 {
+	switch {
+	case held == 0:
 		return int64(0), nil
+	case !first: // the queue is the first key's, which is not free
+		return int64(1), nil
 	}
 	return n.handOff(c, c.keys[keys:], c.args[2:]), nil
 }
@@ -157,14 +161,21 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	}
 	key, set := c.keys[0], c.keys[1]
 	r := n.readers(set, c.now)
-	if e, ok := n.live(key, c.now); ok && e.value != driver.SharedValue {
+	e, held := n.live(key, c.now)
+	if held && e.value != driver.SharedValue {
 		return int64(0), nil
 	}
 	if _, ok := n.live(c.keys[2], c.now); ok && (len(c.args) < 5 || c.args[4] != "1") {
 		return int64(0), nil
 	}
-	if r == nil {
-		r = readers{}
+	var t int64
+	if fenced { // checked before anything is written
+		if t, err = n.counter(c.keys[3], c.now); err != nil {
+			return nil, err
+		}
+	}
+	if r == nil || !held {
+		r = readers{} // readers left without their key are stale
 	}
 	r[c.args[0]] = c.now.UnixMilli() + ttl
 	n.data[set] = entry{zset: r}
@@ -172,10 +183,6 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	n.stretch(key, set, c.now)
 	if !fenced {
 		return int64(1), nil
-	}
-	t, err := n.counter(c.keys[3], c.now)
-	if err != nil {
-		return nil, err
 	}
 	n.data[c.keys[3]] = entry{value: strconv.FormatInt(t+1, 10)}
 	return t + 1, nil

@@ -35,6 +35,8 @@ func TestUsage(t *testing.T) {
 		{"command's -- without KEY --", nil, []string{"run", "k", "sh", "-c", "echo ran", "--", "x"}, `"sh" among the keys before -- is also a command`},
 		{"a flag among the keys", nil, []string{"run", "k", "{k}:sh", "-c", "echo ran", "--", "x"}, `"-c" among the keys before --`},
 		{"a command among the keys", nil, []string{"run", "k", "echo", "ran", "--", "x"}, `"echo" among the keys before -- is also a command`},
+		{"a command among tagged keys", nil, []string{"run", "{acct}:alice", "echo", "--", "x"}, "such as {acct}:echo"},
+		{"a command among the keys, short PATH", []string{"PATH=/nonexistent"}, []string{"run", "k", "sh", "--", "x"}, `"sh" among the keys before -- is also a command`},
 		{"shared with two keys", nil, []string{"run", "--shared", "a", "b", "--", "echo", "ran"}, "--shared takes one KEY, not 2"},
 		{"key given twice", nil, []string{"run", "a", "b", "a", "--", "echo", "ran"}, `key "a" is given twice`},
 		{"empty key among keys", nil, []string{"run", "a", "", "--", "echo", "ran"}, "key is empty"},

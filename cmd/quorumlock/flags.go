@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,15 +167,48 @@ func splitCommand(args []string) (keys, command []string, err error) {
 			// "run KEY make -- x" meant COMMAND "make -- x" before several
 			// keys were allowed: refuse a key that is also a command rather
 			// than run x under the keys KEY and make.
-			if _, err := exec.LookPath(a); err == nil {
+			if isCommand(a) {
 				return nil, nil, fmt.Errorf("%q among the keys before -- is also a command: write KEY -- COMMAND to run it; "+
-					"to lock a key of that name, give it a prefix, such as {%s}:%s", a, keys[0], a)
+					"to lock a key of that name, give it a prefix, such as %s", a, beside(keys[0], a))
 			}
 		}
 	} else if len(command) > 0 && strings.HasPrefix(command[0], "-") {
 		return nil, nil, fmt.Errorf("%q after KEY: put flags before KEY; COMMAND follows KEY, or KEY [KEY...] --", command[0])
 	}
 	return keys, command, nil
+}
+
+// commandDirs are where commands usually live, looked in beside PATH, so
+// that a key is judged a command the same way under cron's short PATH as
+// in a login shell.
+var commandDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/snap/bin"}
+
+// isCommand reports whether word names a command: found on PATH, or in
+// one of commandDirs.
+func isCommand(word string) bool {
+	if _, err := exec.LookPath(word); err == nil {
+		return true
+	}
+	if strings.ContainsRune(word, '/') {
+		return false
+	}
+	for _, dir := range commandDirs {
+		if fi, err := os.Stat(filepath.Join(dir, word)); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// beside names a key for word in key's cluster slot: in key's hash tag
+// when it has one ({acct}:alice gives {acct}:sync), else in a tag of key.
+func beside(key, word string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open:open+end+2] + ":" + word
+		}
+	}
+	return "{" + key + "}:" + word
 }
 
 // finish checks what the flags cannot, and builds the TLS configuration.

@@ -78,6 +78,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 
 const shortUsage = `usage: quorumlock run [flags] KEY [--] COMMAND [ARGS...]
        quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
+       quorumlock run --shared [flags] KEY [--] COMMAND [ARGS...]
        quorumlock status [flags] KEY
 ('quorumlock help' lists the flags and exit statuses)
 `
@@ -88,12 +89,15 @@ over independent Redis masters (Redlock) or one Redis Cluster.
 Usage:
   quorumlock run [flags] KEY [--] COMMAND [ARGS...]
   quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
+  quorumlock run --shared [flags] KEY [--] COMMAND [ARGS...]
   quorumlock status [flags] KEY
   quorumlock help
 
 Flags go before KEY. The first -- after KEY ends the keys, and COMMAND
 follows it, a -- of its own included; without a --, COMMAND follows the
-one KEY.
+one KEY. A key after the first that names a command (on PATH or in
+/usr/bin and the like) is refused: "run KEY make -- x" runs "make -- x"
+under KEY only when written "run KEY -- make -- x".
 
 run acquires KEY, runs COMMAND in its own process group while keeping the
 lock alive, releases the lock once COMMAND and every process of its group

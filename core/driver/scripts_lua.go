@@ -148,15 +148,19 @@ const luaReleaseAll = `local n = int(ARGV[2])
 if not n or n < 1 or (#KEYS ~= n and #KEYS ~= n + 1) then
 	return redis.error_reply("ERR release-all: " .. #KEYS .. " keys do not match n " .. tostring(ARGV[2]))
 end
-local held = 0
+local held, first = 0, false
 for i = 1, n do
 	if redis.call("get", KEYS[i]) == ARGV[1] then
 		redis.call("del", KEYS[i])
 		held = held + 1
+		first = first or i == 1
 	end
 end
 if held == 0 then
 	return 0
+end
+if not first then
+	return 1
 end
 return handoff(KEYS[n + 1], ARGV[3])`
 
@@ -183,6 +187,15 @@ redis.call("zremrangebyscore", KEYS[2], "-inf", string.format("%d", t))
 local v = redis.call("get", KEYS[1])
 if (v and v ~= shared) or ARGV[5] ~= "1" and redis.call("exists", KEYS[3]) == 1 then
 	return 0
+end
+if fenced then
+	local c = redis.call("get", KEYS[4])
+	if c and not int(c) then
+		return redis.error_reply("ERR acquire-shared: fencing counter " .. KEYS[4] .. " is not an integer")
+	end
+end
+if not v then
+	redis.call("del", KEYS[2]) -- readers left without their key are stale
 end
 redis.call("zadd", KEYS[2], string.format("%d", t + ttl), ARGV[1])
 redis.call("set", KEYS[1], shared)

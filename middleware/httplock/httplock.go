@@ -59,6 +59,8 @@ func DefaultErrorHandler(w http.ResponseWriter, _ *http.Request, err error) {
 	switch {
 	case errors.Is(e.Err, ErrNoKey):
 		msg = "missing lock key"
+	case e.Status == http.StatusBadRequest:
+		msg = "invalid lock keys"
 	case e.Status == http.StatusServiceUnavailable:
 		msg = "lock service unavailable, retry later"
 	case e.Status >= 500 && e.RetryAfter == 0:
@@ -160,6 +162,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		keys = strings.Split(key, m.c.keySep)
 	}
 	for i := range keys {
+		if keys[i] == "" { // before the prefix, which would hide it
+			m.refuse(w, r, key, fmt.Errorf("httplock: %w: an empty key in the list %q", core.ErrInvalidArgument, key))
+			return
+		}
 		keys[i] = m.c.keyPrefix + keys[i]
 	}
 	key = strings.Join(keys, ",")

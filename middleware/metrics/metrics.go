@@ -204,7 +204,7 @@ func New(opts ...Option) (*Observer, error) {
 	durationOpts := prometheus.HistogramOpts{
 		Namespace:   o.namespace,
 		Name:        "acquire_duration_seconds",
-		Help:        "Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome and kind of lock.",
+		Help:        "Duration of lock acquisitions (calls of Acquire, TryAcquire and their multi-key and shared forms, retries included), by outcome and kind of lock.",
 		ConstLabels: o.constLabels,
 		Buckets:     o.buckets,
 	}

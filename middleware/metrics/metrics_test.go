@@ -233,7 +233,7 @@ func TestOptions(t *testing.T) {
 		obs.Observe(t.Context(), core.Event{Kind: core.OpRelease, Nodes: []core.NodeResult{{Node: "n1", Outcome: core.OutcomeFailed}, {Node: "n2", Outcome: core.OutcomeRefused}}})
 
 		const want = `
-# HELP app_acquire_duration_seconds Duration of lock acquisitions (Acquire and TryAcquire calls, retries included), by outcome and kind of lock.
+# HELP app_acquire_duration_seconds Duration of lock acquisitions (calls of Acquire, TryAcquire and their multi-key and shared forms, retries included), by outcome and kind of lock.
 # TYPE app_acquire_duration_seconds histogram
 app_acquire_duration_seconds_bucket{lock="mutex",locker="orders",outcome="ok",le="0.1"} 0
 app_acquire_duration_seconds_bucket{lock="mutex",locker="orders",outcome="ok",le="1"} 1
