@@ -297,6 +297,15 @@ func withdrawScript(t *testing.T, h Harness) {
 	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireShared, []string{r, readers, w}, "r3", "60000", "0", "", "1"),
 		"a reader handed the key (its ticket popped) passes the mark")
 	assert.Equal(t, []string{"r1", "r3"}, x.readers(r))
+
+	// A key of the mark's name that someone locked is not a mark: never
+	// overwritten, and no reader is refused for it.
+	o := key(t)
+	_, mark = sideKeys(t, o)
+	x.set(mark, "someone's lock", time.Minute)
+	assert.Equal(t, int64(1), x.share(o, "r1", time.Minute), "another's key of the mark's name refuses no reader")
+	assert.Equal(t, int64(0), withdraw(o, false))
+	x.holds(mark, "someone's lock", time.Minute, "and is never overwritten")
 }
 
 // inspectReaders: ScriptInspect lists a shared key's live readers with

@@ -147,7 +147,7 @@ func (l *Locker) runAcquisition(ctx context.Context, t target, tries int) (*Lock
 		return nil, err
 	}
 	a := &acquisition{l: l, ctx: ctx, key: key, kind: kind, tries: tries}
-	if tries > 1 && a.handoff() && l.yielding(kind.stored()) {
+	if tries > 1 && !kind.shares() && a.handoff() && l.yielding(kind.stored()) {
 		// Just handed to a waiter here: queue behind it, no round first
 		// (docs/design.md, yielding).
 		a.wait = l.newHandoffWaiter(ctx, kind, true)

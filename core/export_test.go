@@ -37,3 +37,17 @@ func Settle(l *Locker) { l.health.probes.Wait() }
 func Suspect(l *Locker, i int) bool {
 	return l.suspect.is(i) || len(l.health.status[i].lane) > 0
 }
+
+// HoldKeeper takes l's keeper's mutex, so that a kept-alive lock's end
+// waits in the keeper, until the returned function gives it back.
+func HoldKeeper(l *Locker) (unlock func()) {
+	l.keeper.mu.Lock()
+	return l.keeper.mu.Unlock
+}
+
+// Ended reports whether lock has ended (its state is no longer held).
+func Ended(lock *Lock) bool {
+	lock.mu.Lock()
+	defer lock.mu.Unlock()
+	return lock.state != stateHeld
+}

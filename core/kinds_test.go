@@ -225,6 +225,28 @@ func TestSharedLocks(t *testing.T) {
 			require.NoError(t, r2.Release(t.Context()))
 		})
 	})
+	t.Run("a reader does not yield to readers this Locker just handed the key", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, _ := newLocker(t, 3)
+			w, err := l.Acquire(t.Context(), "k")
+			require.NoError(t, err)
+			got := make(chan *core.Lock)
+			go func() {
+				r, err := l.AcquireShared(context.Background(), "k")
+				assert.NoError(t, err)
+				got <- r
+			}()
+			synctest.Wait()
+			require.NoError(t, w.Release(t.Context())) // handed to the reader
+			r1 := <-got
+			start := time.Now()
+			r2, err := l.AcquireShared(t.Context(), "k")
+			require.NoError(t, err)
+			assert.Less(t, time.Since(start), core.MinRetryDelay*10, "shares at once, queues behind no one")
+			require.NoError(t, r1.Release(t.Context()))
+			require.NoError(t, r2.Release(t.Context()))
+		})
+	})
 	t.Run("fencing: a writer's token exceeds every reader's", func(t *testing.T) {
 		l, _ := newLocker(t, 3, core.WithFencing(true))
 		r1, err := l.TryAcquireShared(t.Context(), "k")

@@ -407,10 +407,12 @@ func (k *Lock) finish(s lockState, cause error) {
 		k.locker.keeper.drop(k)
 		k.mu.Lock()
 	}
-	if k.done != nil {
-		close(k.done)
-	} else {
+	switch k.done { // Done may have made it closed in the gap above
+	case nil:
 		k.done = closedChan
+	case closedChan:
+	default:
+		close(k.done)
 	}
 	if k.timer != nil {
 		k.timer.Stop()

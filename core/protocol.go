@@ -45,7 +45,7 @@ func newRequest(s driver.Script, keys []string, args ...string) request {
 func (r *request) args() []string { return r.argv[:r.argc] }
 
 // lockKind is what one kind of lock sends to a node: its grant, extend,
-// release and inspect requests. Rounds, validity, identity, node health,
+// release, withdraw and raise requests. Rounds, validity, identity, node health,
 // the hand-off and the keeper use it without knowing the kind, and read
 // every answer as answerOf and grantCall do (docs/design.md, lock kinds).
 // mutex is the first kind.

@@ -165,7 +165,7 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	if held && e.value != driver.SharedValue {
 		return int64(0), nil
 	}
-	if _, ok := n.live(c.keys[2], c.now); ok && (len(c.args) < 5 || c.args[4] != "1") {
+	if m, ok := n.live(c.keys[2], c.now); ok && m.value == "1" && (len(c.args) < 5 || c.args[4] != "1") {
 		return int64(0), nil
 	}
 	var t int64
@@ -240,6 +240,9 @@ func (n *Node) withdraw(c *scriptCall) (any, error) {
 		delete(n.data, c.keys[0])
 		return n.handOff(c, c.keys[2:], c.args[2:]), nil
 	case ok && e.value == driver.SharedValue:
+		if m, held := n.live(c.keys[1], c.now); held && m.value != "1" {
+			break // another's key of that name: never overwritten
+		}
 		n.data[c.keys[1]] = entry{value: "1", expires: c.now.Add(time.Duration(px) * time.Millisecond)}
 	}
 	return int64(0), nil

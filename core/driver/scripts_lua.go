@@ -185,7 +185,7 @@ if guarded then
 end
 redis.call("zremrangebyscore", KEYS[2], "-inf", string.format("%d", t))
 local v = redis.call("get", KEYS[1])
-if (v and v ~= shared) or ARGV[5] ~= "1" and redis.call("exists", KEYS[3]) == 1 then
+if (v and v ~= shared) or ARGV[5] ~= "1" and redis.call("get", KEYS[3]) == "1" then
 	return 0
 end
 if fenced then
@@ -242,7 +242,8 @@ if v == ARGV[1] then
 	redis.call("del", KEYS[1])
 	return handoff(KEYS[3], ARGV[3])
 end
-if v == shared then
+local m = redis.call("get", KEYS[2])
+if v == shared and (not m or m == "1") then -- never another's key of that name
 	redis.call("set", KEYS[2], "1", "PX", ARGV[2])
 end
 return 0`
