@@ -20,28 +20,12 @@ import (
 // the backend: exclusion between overlapping sets, no key left by a
 // refused or released set, and conflicts with the other kinds.
 func runMultiKey(t *testing.T, h Harness, n int, s Strategy) {
-	checks := []struct {
-		name string
-		fn   func(*testing.T, Harness, int, Strategy)
-		// greedy: under the full matrix, only with the greedy strategies,
-		// as MutualExclusion (the stop-at-quorum modes add nothing to a
-		// contention check but time)
-		greedy bool
-	}{
+	runKindChecks(t, h, n, s, []kindCheck{
 		{"OverlappingSetsExclude", overlappingSetsExclude, true},
 		{"RefusedSetLeavesNoKey", refusedSetLeavesNoKey, false},
 		{"ReleasedSetLeavesNoKey", releasedSetLeavesNoKey, false},
 		{"OtherKindsConflict", setConflictsWithOtherKinds, false},
-	}
-	for _, c := range checks {
-		if c.greedy && strings.HasSuffix(s.Name, "-stop") {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, h, n, s)
-		})
-	}
+	})
 }
 
 // runMultiKeyLifecycle checks a multi-key lock's life after acquisition,

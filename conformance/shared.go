@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,28 +19,12 @@ import (
 // readers and writers exclude each other under concurrency, a writer keeps
 // new readers out, and the last reader's release leaves no key.
 func runShared(t *testing.T, h Harness, n int, s Strategy) {
-	checks := []struct {
-		name string
-		fn   func(*testing.T, Harness, int, Strategy)
-		// greedy: under the full matrix, only with the greedy strategies,
-		// as MutualExclusion (the stop-at-quorum modes add nothing to a
-		// contention check but time)
-		greedy bool
-	}{
+	runKindChecks(t, h, n, s, []kindCheck{
 		{"ReadersShare", readersShare, false},
 		{"ReadersAndWritersExclude", readersAndWritersExclude, true},
 		{"WriterExcludesReaders", writerExcludesReaders, false},
 		{"LastReaderLeavesNoKey", lastReaderLeavesNoKey, false},
-	}
-	for _, c := range checks {
-		if c.greedy && strings.HasSuffix(s.Name, "-stop") {
-			continue
-		}
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, h, n, s)
-		})
-	}
+	})
 }
 
 // runSharedLifecycle checks a reader's life after acquisition, as

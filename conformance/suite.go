@@ -220,6 +220,29 @@ func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	})
 }
 
+// kindCheck is one check of a lock kind at a point of the matrix; a
+// greedy one runs, under the full matrix, only with the greedy
+// strategies, as MutualExclusion does (the stop-at-quorum modes add
+// nothing to a contention check but time).
+type kindCheck struct {
+	name   string
+	fn     func(*testing.T, Harness, int, Strategy)
+	greedy bool
+}
+
+// runKindChecks runs checks in parallel at the point n, s of the matrix.
+func runKindChecks(t *testing.T, h Harness, n int, s Strategy, checks []kindCheck) {
+	for _, c := range checks {
+		if c.greedy && strings.HasSuffix(s.Name, "-stop") {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, h, n, s)
+		})
+	}
+}
+
 // runKind runs the checks of a lock kind: those of matrix at each point
 // of cfg's matrix (N=<n>/<strategy>), and those of lifecycle once, since
 // they are not about strategies.
