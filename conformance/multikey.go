@@ -28,20 +28,6 @@ func runMultiKey(t *testing.T, h Harness, n int, s Strategy) {
 	})
 }
 
-// runMultiKeyLifecycle checks a multi-key lock's life after acquisition,
-// as Lifecycle does a plain lock's: kept alive, and lost at the next
-// extension once one of its keys is gone from a majority.
-func runMultiKeyLifecycle(t *testing.T, h Harness) {
-	t.Run("KeptAliveSurvives", func(t *testing.T) {
-		t.Parallel()
-		keysKeptAlive(t, h, false)
-	})
-	t.Run("DeletedKeyLostAtNextExtension", func(t *testing.T) {
-		t.Parallel()
-		keysLost(t, h, false)
-	})
-}
-
 // setKeys returns one key per name from base, all in one hash slot when
 // the servers are Redis Clusters (a set must share a slot there), and
 // without a hash tag otherwise.

@@ -27,20 +27,6 @@ func runShared(t *testing.T, h Harness, n int, s Strategy) {
 	})
 }
 
-// runSharedLifecycle checks a reader's life after acquisition, as
-// Lifecycle does a plain lock's: kept alive, and lost at the next
-// extension once its entry is gone from a majority.
-func runSharedLifecycle(t *testing.T, h Harness) {
-	t.Run("KeptAliveSurvives", func(t *testing.T) {
-		t.Parallel()
-		keysKeptAlive(t, h, true)
-	})
-	t.Run("DeletedReaderLostAtNextExtension", func(t *testing.T) {
-		t.Parallel()
-		keysLost(t, h, true)
-	})
-}
-
 // readersKey returns the readers set of key k as the servers store it.
 func readersKey(t *testing.T, k string) string {
 	t.Helper()

@@ -212,11 +212,11 @@ func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	})
 	t.Run("MultiKey", func(t *testing.T) {
 		t.Parallel()
-		runKind(t, h, cfg, runMultiKey, runMultiKeyLifecycle)
+		runKind(t, h, cfg, runMultiKey, false, "DeletedKeyLostAtNextExtension")
 	})
 	t.Run("Shared", func(t *testing.T) {
 		t.Parallel()
-		runKind(t, h, cfg, runShared, runSharedLifecycle)
+		runKind(t, h, cfg, runShared, true, "DeletedReaderLostAtNextExtension")
 	})
 }
 
@@ -244,9 +244,12 @@ func runKindChecks(t *testing.T, h Harness, n int, s Strategy, checks []kindChec
 }
 
 // runKind runs the checks of a lock kind: those of matrix at each point
-// of cfg's matrix (N=<n>/<strategy>), and those of lifecycle once, since
-// they are not about strategies.
-func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), lifecycle func(*testing.T, Harness)) {
+// of cfg's matrix (N=<n>/<strategy>), and its life after acquisition once,
+// as Lifecycle does a plain lock's, since that is not about strategies:
+// kept alive, and lost at the next extension (the check named lost) once
+// a key (a set's) or its entry (a reader's, with shared) is gone from a
+// majority.
+func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), shared bool, lost string) {
 	for _, n := range cfg.sizes {
 		for _, s := range cfg.strategies {
 			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
@@ -255,7 +258,14 @@ func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Har
 			})
 		}
 	}
-	lifecycle(t, h)
+	t.Run("KeptAliveSurvives", func(t *testing.T) {
+		t.Parallel()
+		keysKeptAlive(t, h, shared)
+	})
+	t.Run(lost, func(t *testing.T) {
+		t.Parallel()
+		keysLost(t, h, shared)
+	})
 }
 
 // begin starts a run: it applies opts, makes the harness, and arranges for
