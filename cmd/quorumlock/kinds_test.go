@@ -49,6 +49,17 @@ func readLog(t *testing.T, log string) []string {
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
+// assertSerial checks that the runs' "start ID" and "end ID" lines come
+// in pairs, one run after another, and that each of runs ran once.
+func assertSerial(t *testing.T, lines []string, runs int) {
+	t.Helper()
+	require.Len(t, lines, 2*runs, "every run ran, once: %q", lines)
+	for i := 0; i < len(lines); i += 2 {
+		id := strings.TrimPrefix(lines[i], "start ")
+		assert.Equal(t, []string{"start " + id, "end " + id}, lines[i:i+2], "runs overlapped: %q", lines)
+	}
+}
+
 // Two --shared runs hold one key at once; an exclusive run exits 75
 // without --wait, and with --wait runs once both have ended. While it
 // waits, new --shared runs are refused: a writer is not starved.
@@ -164,12 +175,7 @@ echo "end $ID" >> "$LOG"; rm "$HELD"`
 	for i, r := range results {
 		assert.Equal(t, 0, r.code, "run %d: %s", i, r.stderr)
 	}
-	lines := readLog(t, log)
-	require.Len(t, lines, 2*len(sets), "every run ran, once: %q", lines)
-	for i := 0; i < len(lines); i += 2 {
-		id := strings.TrimPrefix(lines[i], "start ")
-		assert.Equal(t, []string{"start " + id, "end " + id}, lines[i:i+2], "runs overlapped: %q", lines)
-	}
+	assertSerial(t, readLog(t, log), len(sets))
 }
 
 // status lists the readers of a shared lock, each with how many nodes list

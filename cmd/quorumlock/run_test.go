@@ -43,14 +43,7 @@ echo "end $ID" >> "$LOG"; rm "$HELD"`
 	for i, r := range results {
 		assert.Equal(t, 0, r.code, "run %d: %s", i, r.stderr)
 	}
-	out, err := os.ReadFile(log)
-	require.NoError(t, err)
-	lines := strings.Fields(strings.ReplaceAll(string(out), " ", "_"))
-	require.Len(t, lines, 2*runs, "every run ran, once: %q", out)
-	for i := 0; i < len(lines); i += 2 {
-		id := strings.TrimPrefix(lines[i], "start_")
-		assert.Equal(t, []string{"start_" + id, "end_" + id}, lines[i:i+2], "runs interleaved: %q", out)
-	}
+	assertSerial(t, readLog(t, log), runs)
 }
 
 // --wait 0 (the default) exits 75 at once while the key is held, without
