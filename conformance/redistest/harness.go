@@ -35,12 +35,22 @@ const ClusterMasters = 3
 // as a green CI run.
 func RequireServer(t testing.TB) {
 	t.Helper()
-	if _, err := Binary(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v (CI is set, so this is a failure, not a skip)", err)
-		}
-		t.Skip(err)
+	_, err := Binary()
+	RequireTool(t, err)
+}
+
+// RequireTool skips t when err, the lookup of a tool the test needs, is
+// not nil, or fails it when the CI environment variable is set: under CI a
+// missing tool is a broken install, not a reason to test less.
+func RequireTool(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
 	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%v (CI is set, so this is a failure, not a skip)", err)
+	}
+	t.Skip(err)
 }
 
 // Harness returns a conformance.HarnessMaker that runs the suite against

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -40,9 +39,7 @@ func TestDegradedModes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-servers")
 	}
-	if _, err := redistest.Binary(); errors.Is(err, redistest.ErrNoBinary) {
-		t.Skip(err)
-	}
+	redistest.RequireServer(t)
 	redistest.QuietRedisLogs() // dial failures of the dead herald
 	ctx := context.Background()
 	servers, err := startServers(ctx, report.DegradedMinNodes)
