@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"maps"
+	"sync"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -299,4 +300,29 @@ func TestSharedLocks(t *testing.T) {
 		require.NoError(t, r1.Release(t.Context()))
 		require.NoError(t, r2.Release(t.Context()))
 	})
+}
+
+// Close, Release and KeepAlive at once on the new kinds: Close releases
+// every set and reader still held, whatever ran beside it, and no key is
+// left on any node.
+func TestKindsCloseWithReleaseAndKeepAlive(t *testing.T) {
+	for range 20 {
+		nodes := memory.NewNodes(3)
+		l, err := core.New(memory.AsNodes(nodes))
+		require.NoError(t, err)
+		set, err := l.AcquireAll(t.Context(), "{o}:1", "{o}:2")
+		require.NoError(t, err)
+		r1, err := l.AcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		r2, err := l.AcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = r1.Release(context.Background()) })
+		wg.Go(func() { _ = set.KeepAlive(); _ = r2.KeepAlive() })
+		require.NoError(t, l.Close())
+		wg.Wait()
+		for _, n := range nodes {
+			assert.Empty(t, liveKeys(n), "Close left keys on %s", n)
+		}
+	}
 }
