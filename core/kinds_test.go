@@ -3,8 +3,8 @@ package core_test
 import (
 	"context"
 	"maps"
-	"sync"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
