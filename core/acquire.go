@@ -174,6 +174,8 @@ type target struct {
 	key    string   // the key, or the set's keys joined by commas
 	set    []string // a multi-key lock's keys, sorted; nil otherwise
 	shared bool     // a read lock
+	// candidate is a leader's value (Campaign); "" for other kinds.
+	candidate string
 }
 
 // newKind returns the lock kind of t, or refuses keys the protocol cannot
@@ -184,6 +186,8 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 		return l.newKeySet(t.set)
 	case t.shared:
 		return l.newShared(t.key)
+	case t.candidate != "":
+		return l.newElection(t.key, t.candidate)
 	}
 	return l.newMutex(t.key)
 }
