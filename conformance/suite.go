@@ -196,8 +196,8 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 }
 
 // runLockKinds runs, in parallel, the Locker group (the plain lock's
-// properties at each point of cfg's matrix) and the MultiKey and Shared
-// groups of the other lock kinds.
+// properties at each point of cfg's matrix) and the MultiKey, Shared and
+// Election groups of the other lock kinds.
 func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	t.Run("Locker", func(t *testing.T) {
 		t.Parallel()
@@ -217,6 +217,10 @@ func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	t.Run("Shared", func(t *testing.T) {
 		t.Parallel()
 		runKind(t, h, cfg, runShared, true, "DeletedReaderLostAtNextExtension")
+	})
+	t.Run("Election", func(t *testing.T) {
+		t.Parallel()
+		runElectionKind(t, h, cfg)
 	})
 }
 
