@@ -32,7 +32,7 @@ import (
 // or 5 shared memory nodes, with the restart guard on or off, and 20-60
 // steps from the table modelOps. A step starts an operation in a goroutine
 // of its own (Acquire, TryAcquire, AcquireAll and TryAcquireAll of a small
-// set of the keys, AcquireShared and TryAcquireShared, Extend, KeepAlive,
+// set of the keys, AcquireShared and TryAcquireShared, Campaign, Extend, KeepAlive,
 // Release, Do, Close or Shutdown, KeepAlive racing Release or Close: the
 // last five on locks of every kind), or injects a fault that
 // heals after a while (stop and restart with or without data, pause,
@@ -281,6 +281,7 @@ var modelOps = []struct {
 	{"KeepAlive", 5, (*world).keepAlive},
 	{"Release", 6, (*world).release},
 	{"Do", 6, (*world).do},
+	{"Campaign", 3, (*world).campaign},
 	{"Close", 1, (*world).closeLocker},
 	{"KeepAlive|Release", 3, (*world).raceRelease},
 	{"KeepAlive|Close", 1, (*world).raceClose},
@@ -347,6 +348,7 @@ type holder struct {
 	keys   []string // the keys it holds: a set's, sorted, or the one key
 	set    bool     // a multi-key lock (AcquireAll)
 	shared bool     // a read lock: it conflicts only with exclusive holders
+	leader bool     // a leader's lock (Campaign: model_elect_test.go)
 	value  string
 	from   time.Time
 	until  time.Time // zero: still holding
@@ -360,6 +362,8 @@ func (h holder) kind() string {
 		return "read "
 	case h.set:
 		return "set "
+	case h.leader:
+		return "leader "
 	}
 	return ""
 }
@@ -367,7 +371,7 @@ func (h holder) kind() string {
 // target is what h holds, without its changing fields: it may be read
 // without w.mu.
 func (h *holder) target() holder {
-	return holder{key: h.key, keys: h.keys, set: h.set, shared: h.shared}
+	return holder{key: h.key, keys: h.keys, set: h.set, shared: h.shared, leader: h.leader}
 }
 
 // lockName names h's kind as Event.Lock does.
@@ -377,6 +381,8 @@ func (h *holder) lockName() string {
 		return "shared"
 	case h.set:
 		return "multi"
+	case h.leader:
+		return "leader"
 	}
 	return "mutex"
 }
@@ -1167,7 +1173,7 @@ func (w *world) badKey(ml *modelLocker, key string) error {
 // "a}b" has no hash tag for its fencing counter, nor its readers set.
 func (w *world) badKeys(ml *modelLocker, h holder) error {
 	for _, key := range h.keys {
-		if (h.shared || w.p.lockers[ml.id].fencing) && strings.Contains(key, "}") {
+		if (h.shared || h.leader || w.p.lockers[ml.id].fencing) && strings.Contains(key, "}") {
 			return core.ErrInvalidArgument
 		}
 	}
@@ -1392,6 +1398,7 @@ func (w *world) check() bool {
 	w.checkValues()
 	w.checkKeeper()
 	w.checkWakes()
+	w.checkTerms()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.violations) == 0
