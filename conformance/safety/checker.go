@@ -17,9 +17,12 @@ type Section struct {
 	Key    string   // the lock's name: its keys joined by commas
 	Keys   []string // a multi-key lock's keys (Key alone when empty)
 	Shared bool     // under a shared (read) lock
-	Token  int64    // the fencing token, when the Locker has fencing on
-	Start  time.Duration
-	End    time.Duration
+	Token  int64    // the fencing token, when the Locker has fencing on; a leader's term
+	// Refused says the term register refused the leader's term
+	// (Registers.WriteTerm): a greater term had been written.
+	Refused bool
+	Start   time.Duration
+	End     time.Duration
 	// ValidUntil is when the lock stops being safe to use, as the client
 	// learnt it when the lock was granted (the lock's remaining validity
 	// added to a reading of the clock taken just before, so never later
@@ -91,6 +94,10 @@ const (
 	// of another lock's section that had ended before it began (only
 	// checked when tokens are recorded; a reader's only against writers').
 	StaleToken ViolationKind = "stale-token"
+	// RefusedTerm: the term register refused a leader's term inside a
+	// section within its validity: a greater term had written already, so
+	// two leaders overlapped or terms went back.
+	RefusedTerm ViolationKind = "refused-term"
 )
 
 // Violation is one breach of safety found in a history. For the section
@@ -129,6 +136,8 @@ func Check(sections []Section, fenced bool) []Violation {
 			out = append(out, Violation{Kind: LateEntry, Section: s})
 		case s.End > s.ValidUntil:
 			out = append(out, Violation{Kind: Overrun, Section: s})
+		case s.Refused:
+			out = append(out, Violation{Kind: RefusedTerm, Section: s})
 		}
 		for _, k := range keysOf(s.Key, s.Keys) {
 			byKey[k] = append(byKey[k], s)

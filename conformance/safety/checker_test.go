@@ -65,6 +65,10 @@ func TestCheck(t *testing.T) {
 			[]safety.ViolationKind{safety.StaleToken}},
 		{"a set's section counts for each key", []safety.Section{sec(1, "b", 6, 0, 10, 100), setSec(2, []string{"a", "b"}, 5, 20, 30, 100)}, true,
 			[]safety.ViolationKind{safety.StaleToken}},
+		{"a leader refused by the term register in its validity", []safety.Section{refused(sec(1, "k", 5, 0, 10, 100))}, false,
+			[]safety.ViolationKind{safety.RefusedTerm}},
+		{"a late leader is late, refused or not", []safety.Section{refused(sec(1, "k", 5, 100, 110, 100))}, false,
+			[]safety.ViolationKind{safety.LateEntry}},
 		{"tokens ignored unless fenced", []safety.Section{sec(1, "k", 5, 0, 10, 100), sec(2, "k", 4, 20, 30, 100)}, false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -104,4 +108,10 @@ func TestHistory(t *testing.T) {
 	assert.Len(t, clients, 8, "every client's section is kept")
 	got[0].Key = "changed"
 	assert.Equal(t, "k", h.Sections()[0].Key, "Sections returns a copy")
+}
+
+// refused is s with its term refused by the term register.
+func refused(s safety.Section) safety.Section {
+	s.Refused = true
+	return s
 }

@@ -2,6 +2,7 @@ package safety
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -16,6 +17,7 @@ type holder struct {
 	hist   *History
 	regs   *Registers
 	rng    *rand.Rand
+	leader bool // it campaigns: its sections write its term (Registers.WriteTerm)
 }
 
 // use is the holder's work under lock, whose validity ends at validUntil:
@@ -47,7 +49,15 @@ func (h *holder) use(ctx context.Context, lock *core.Lock, validUntil time.Durat
 // start and at its end; else the read-modify-write of every key's register.
 func (h *holder) section(ctx context.Context, lock *core.Lock, validUntil time.Duration) error {
 	s := Section{Client: h.client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Token: lock.Token(), ValidUntil: validUntil}
-	during := func() { work(h.rng) }
+	var termErr error
+	during := func() {
+		work(h.rng)
+		if h.leader {
+			var ok bool
+			ok, termErr = h.regs.WriteTerm(ctx, s.Key, s.Token)
+			s.Refused = termErr == nil && !ok
+		}
+	}
 	s.Start = h.hist.Now()
 	var err error
 	if s.Shared {
@@ -57,7 +67,7 @@ func (h *holder) section(ctx context.Context, lock *core.Lock, validUntil time.D
 	}
 	s.End = h.hist.Now()
 	h.hist.Add(s)
-	return err
+	return errors.Join(err, termErr)
 }
 
 // release releases lock, under a context of its own, and records it.

@@ -86,7 +86,13 @@ func checkRun(hist *History, cfg Config, rep *Report, start time.Time) error {
 	if err != nil {
 		return fmt.Errorf("safety: seed %d: %w", cfg.Seed, err)
 	}
-	rep.Violations = append(violations, Check(sections, cfg.Fencing)...)
+	for _, s := range sections {
+		if s.Refused {
+			rep.Refused++
+		}
+	}
+	// A leader's token is its term, fenced or not.
+	rep.Violations = append(violations, Check(sections, cfg.Fencing || cfg.Workload == ElectionWorkload)...)
 	return nil
 }
 

@@ -130,3 +130,27 @@ func (r *Registers) get(ctx context.Context, key string) (int64, error) {
 }
 
 func registerKey(key string) string { return "register:" + key }
+
+// termScript is the term register's write: a term lower than the one it
+// holds is refused (0), any other is kept (1).
+var termScript = redis.NewScript(`local held = tonumber(redis.call("get", KEYS[1]) or "0")
+if tonumber(ARGV[1]) < held then
+	return 0
+end
+redis.call("set", KEYS[1], ARGV[1])
+return 1`)
+
+// WriteTerm writes a leader's term to key's term register, the storage of
+// a resource fenced by the term: it refuses a term lower than one written
+// before (a deposed leader's), and reports whether it took this one. The
+// call is bounded by registerTimeout and not cut short by ctx's
+// cancellation.
+func (r *Registers) WriteTerm(ctx context.Context, key string, term int64) (bool, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), registerTimeout)
+	defer cancel()
+	n, err := termScript.Run(wctx, r.client, []string{"term:" + key}, term).Int64()
+	if err != nil {
+		return false, fmt.Errorf("safety: writing the term register of %q: %w", key, err)
+	}
+	return n == 1, nil
+}

@@ -36,10 +36,18 @@ const (
 	// and does a read-modify-write of each key's register. No two holders
 	// of overlapping sets may overlap.
 	MultiKeyWorkload Workload = "multi"
+	// ElectionWorkload: each client campaigns to lead one of the keys
+	// (Campaign, which keeps the leader alive) and, as leader, does a
+	// read-modify-write of the key's register and writes its term to the
+	// key's term register, which refuses a term lower than one it holds
+	// (storage fenced by the term). Terms are checked as tokens are
+	// (one leader per term, terms increase), and a leader refused within
+	// its term's validity is a violation.
+	ElectionWorkload Workload = "election"
 )
 
 // Workloads are every workload, in a fixed order.
-var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload}
+var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload, ElectionWorkload}
 
 // Config is one safety run.
 type Config struct {
@@ -76,6 +84,7 @@ type Report struct {
 	Readers      int            // of those, under shared locks
 	MostReaders  int            // the most shared sections of one key that overlapped at once
 	Sets         int            // sections under multi-key locks of two keys or more
+	Refused      int            // leaders' term writes that the term register refused (election)
 	LockOps      int            // lock operations checked by porcupine
 	RegisterOps  int            // register read-modify-writes checked by porcupine
 	Stalls       int            // holders stalled by ClientPause
@@ -113,6 +122,8 @@ func (r *Report) String() string {
 		kinds = fmt.Sprintf(" (%d shared, at most %d at once)", r.Readers, r.MostReaders)
 	case r.Sets > 0:
 		kinds = fmt.Sprintf(" (%d of sets)", r.Sets)
+	case r.Workload == ElectionWorkload:
+		kinds = fmt.Sprintf(" (leaderships; %d term writes refused)", r.Refused)
 	}
 	return fmt.Sprintf("%s seed %d: %d acquisitions (failed: %s), %d sections%s, %d lock and %d register operations, %d/%d stalls noticed, %d unused, faults: %s, violations %d, locks left %d at end / %d after TTL, slowest acquisition %v, in %v",
 		r.Workload, r.Seed, r.Acquisitions, strings.Join(fails, " "), r.Sections, kinds, r.LockOps, r.RegisterOps, r.Noticed, r.Stalls, r.Unused, strings.Join(faults, " "),
@@ -135,7 +146,7 @@ func (c *Config) defaults() error {
 	switch c.Workload {
 	case "":
 		c.Workload = MutexWorkload
-	case MutexWorkload, MultiKeyWorkload:
+	case MutexWorkload, MultiKeyWorkload, ElectionWorkload:
 	case ReadWriteWorkload:
 		if c.Clients > MaxReaders {
 			return fmt.Errorf("safety: the %s workload takes at most %d clients, not %d", c.Workload, MaxReaders, c.Clients)
@@ -341,9 +352,13 @@ func (s *runState) injectFaults(ctx, runCtx context.Context, rig *Rig, faults []
 // still safe with room for the work, release it, and count it.
 func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), uint64(c)))
-	h := &holder{client: c, ttl: s.cfg.TTL, hist: s.hist, regs: s.regs, rng: rng}
+	h := &holder{client: c, ttl: s.cfg.TTL, hist: s.hist, regs: s.regs, rng: rng, leader: s.cfg.Workload == ElectionWorkload}
 	for runCtx.Err() == nil {
-		lock, validUntil, took := s.acquire(runCtx, c, l, s.pick(rng))
+		r := s.pick(rng)
+		if s.cfg.Workload == ElectionWorkload {
+			r.leader = fmt.Sprintf("client-%d", c)
+		}
+		lock, validUntil, took := s.acquire(runCtx, c, l, r)
 		if lock == nil {
 			continue
 		}
@@ -354,7 +369,9 @@ func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 		}
 		// Before using the resource: is the lock still safe, with room for
 		// the work?
-		use := lock.Err() == nil && lock.Validity() >= minUse
+		// A leader is kept alive: its validity counts from its grant here,
+		// as the history's does.
+		use := lock.Err() == nil && lock.Validity() >= minUse && validUntil-s.hist.Now() >= minUse
 		var regErr error
 		if use {
 			regErr = h.use(ctx, lock, validUntil)
@@ -365,10 +382,12 @@ func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 }
 
 // request is what a client asks for: a lock on keys (a multi-key lock
-// when there are two or more), shared or not.
+// when there are two or more), shared or not, or with leader the lead of
+// the key as that value.
 type request struct {
 	keys   []string
 	shared bool
+	leader string
 }
 
 // pick draws the next request of the run's workload from rng.
@@ -389,9 +408,11 @@ func (s *runState) pick(rng *rand.Rand) request {
 }
 
 // lock takes r's lock through l: AcquireAll for a set, AcquireShared for
-// a shared lock, else Acquire.
+// a shared lock, Campaign for a leader, else Acquire.
 func (r request) lock(ctx context.Context, l *core.Locker) (*core.Lock, error) {
 	switch {
+	case r.leader != "":
+		return l.Campaign(ctx, r.keys[0], r.leader)
 	case len(r.keys) > 1:
 		return l.AcquireAll(ctx, r.keys...)
 	case r.shared:

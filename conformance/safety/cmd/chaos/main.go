@@ -11,7 +11,9 @@
 // read-modify-write of its register), rw (shared locks that read the
 // register twice beside plain locks that write it) or multi (AcquireAll
 // over overlapping sets of keys, a read-modify-write of each key's
-// register). `make chaos` runs each.
+// register) or election (Campaign for one key's lead; the leader does a
+// read-modify-write of the register and writes its term to a term
+// register that refuses a lower term). `make chaos` runs each.
 //
 // It prints one line per seed and then the totals: acquisitions, faults
 // injected by kind, violations of mutual exclusion (which must be 0: lock
@@ -26,7 +28,7 @@
 //
 // Flags:
 //
-//	-workload w    mutex, rw or multi (default mutex)
+//	-workload w    mutex, rw, multi or election (default mutex)
 //	-seeds n       runs (default 50)
 //	-first n       seed of the first run (default: from the clock, printed)
 //	-duration d    how long the clients of one run work (default 12s)
@@ -96,7 +98,7 @@ type options struct {
 
 func parseFlags() options {
 	var o options
-	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw or multi")
+	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw, multi or election")
 	flag.IntVar(&o.seeds, "seeds", 50, "runs")
 	flag.Int64Var(&o.first, "first", 0, "seed of the first run (0: from the clock)")
 	flag.DurationVar(&o.duration, "duration", 12*time.Second, "how long the clients of one run work")
@@ -145,7 +147,7 @@ func main() {
 	}
 	fmt.Printf("chaos: workload %s, %d seeds from %d, %v each, %d nodes, %d clients, keys %s, TTL %v, drivers %s, restart guard %s\n",
 		o.workload, o.seeds, o.first, o.duration, o.nodes, o.clients, keys, o.ttl, strings.Join(names, ","), map[bool]string{true: "off", false: "on"}[o.noGuard])
-	total := safety.Report{Failures: map[string]int{}, Faults: map[safety.FaultKind]int{}}
+	total := safety.Report{Workload: safety.Workload(o.workload), Failures: map[string]int{}, Faults: map[safety.FaultKind]int{}}
 	bad := 0
 	start := time.Now()
 	for i := range o.seeds {
@@ -198,6 +200,7 @@ func add(t, r *safety.Report) {
 	t.Readers += r.Readers
 	t.MostReaders = max(t.MostReaders, r.MostReaders)
 	t.Sets += r.Sets
+	t.Refused += r.Refused
 	t.LockOps += r.LockOps
 	t.RegisterOps += r.RegisterOps
 	t.Stalls += r.Stalls
@@ -223,6 +226,8 @@ func printTotals(w io.Writer, t *safety.Report, seeds int, elapsed time.Duration
 		fmt.Fprintf(w, "shared sections:     %d (at most %d on one key at once)\n", t.Readers, t.MostReaders)
 	case t.Sets > 0:
 		fmt.Fprintf(w, "sections of sets:    %d (of two keys or more)\n", t.Sets)
+	case t.Workload == safety.ElectionWorkload:
+		fmt.Fprintf(w, "leaderships:         %d (terms written to the fenced register: %d, refused: %d)\n", t.Acquisitions, t.Sections, t.Refused)
 	}
 	fmt.Fprintf(w, "checked operations:  %d on locks, %d on registers (porcupine)\n", t.LockOps, t.RegisterOps)
 	failed := 0
