@@ -67,7 +67,7 @@ func TestCampaign(t *testing.T) {
 			assert.Zero(t, got)
 		})
 	})
-	t.Run("bad values and keys are refused", func(t *testing.T) {
+	t.Run("bad_values_and_keys_are_refused", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
 		for _, v := range []string{"", strings.Repeat("x", 257), "a\nb", "\xff"} {
 			_, err := l.Campaign(t.Context(), "elect", v)
@@ -82,7 +82,7 @@ func TestCampaign(t *testing.T) {
 		_, err = l.Campaign(t.Context(), "a}b", "v")
 		require.ErrorIs(t, err, core.ErrInvalidArgument, "no term counter can share the slot")
 	})
-	t.Run("Leader refuses a key a plain lock holds", func(t *testing.T) {
+	t.Run("leader_of_a_key_a_plain_lock_holds", func(t *testing.T) {
 		l, _ := newLocker(t, 3)
 		m, err := l.Acquire(t.Context(), "elect")
 		require.NoError(t, err)

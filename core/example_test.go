@@ -284,3 +284,45 @@ func ExampleLocker_AcquireShared() {
 	// writer refused: true
 	// writer after the readers: true
 }
+
+// Campaign blocks until this caller leads; the leader's Token is its term,
+// which storage uses to refuse a deposed leader. Observe sends the current
+// leader, then each change: a resignation, and the next term.
+func ExampleLocker_Campaign() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	changes, err := locker.Observe(ctx, "jobs:leader")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%+v\n", <-changes) // nobody leads yet
+
+	a, err := locker.Campaign(ctx, "jobs:leader", "host-a")
+	if err != nil {
+		panic(err)
+	}
+	seen := <-changes
+	fmt.Println(seen.Value, "leads in term", seen.Term, seen.Term == a.Token())
+
+	_ = a.Release(ctx) // resign
+	fmt.Printf("%+v\n", <-changes)
+
+	b, err := locker.Campaign(ctx, "jobs:leader", "host-b")
+	if err != nil {
+		panic(err)
+	}
+	defer b.Release(ctx)
+	seen = <-changes
+	fmt.Println(seen.Value, "leads, a later term:", seen.Term > a.Token())
+	// Output:
+	// {Value: Term:0}
+	// host-a leads in term 1 true
+	// {Value: Term:0}
+	// host-b leads, a later term: true
+}
