@@ -120,8 +120,9 @@ func checkLeaderValue(value string) error {
 // as Acquire's waiters are.
 //
 // Its errors are Acquire's (it makes rounds until ctx ends or the Locker
-// closes); an empty value, one longer than 256 bytes, not valid
-// UTF-8 or with control characters matches ErrInvalidArgument.
+// closes), and KeepAlive's, after which it resigns at once; an empty
+// value, one longer than 256 bytes, not valid UTF-8 or with control
+// characters matches ErrInvalidArgument.
 func (l *Locker) Campaign(ctx context.Context, key, value string) (*Lock, error) {
 	if l.zero() {
 		return nil, errZeroLocker
@@ -357,10 +358,12 @@ func (o *observer) run(s leaderState) {
 			}
 			last, sent = s.stored, true
 		}
+		noticed := false
 		select {
 		case <-o.ctx.Done():
 			return
 		case <-o.wake:
+			noticed = true
 		case <-timer.C():
 		}
 		timer.Stop()
@@ -368,8 +371,8 @@ func (o *observer) run(s leaderState) {
 		wait := poll
 		if err == nil {
 			s = next
-			if s.partial {
-				wait = l.o.nodeTimeout // a campaign half-way: look again soon
+			if s.partial && noticed {
+				wait = l.o.nodeTimeout // a campaign half-way: look again soon, once
 			}
 		}
 		timer = l.o.clock.NewTimer(wait)
