@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -269,10 +270,11 @@ const observePoll = 4
 // Observe returns a channel of key's leaders: the current one first
 // (Leader's answer, the zero Leader when nobody leads), then each change,
 // the zero Leader when leadership ends. It reads the leader again on each
-// notice of a grant or release from the herald node (when it can watch,
-// driver.Watcher), a node timeout after a notice that found a campaign
-// half-way, and every TTL/4 in any case: a resignation is seen
-// at once, an expired leader's end within TTL/4 of its expiry.
+// notice of a grant or release from a node (one subscription per node that
+// can watch, driver.Watcher), a node timeout after a notice that found a
+// campaign half-way, and every TTL/4 in any case: a new leader or a
+// resignation is seen at once, an expired leader's end within TTL/4 of
+// its expiry.
 // A read that fails sends nothing. The channel is closed when ctx ends or
 // the Locker closes; a reader that lags delays later reads.
 //
@@ -302,39 +304,52 @@ func (l *Locker) Observe(ctx context.Context, key string) (<-chan Leader, error)
 
 // observer is one Observe's state.
 type observer struct {
-	r    *leaderRead
-	ctx  context.Context
-	h    *hold
-	wake chan struct{} // a notice came
-	stop func()        // ends the subscription; nil without one
-	out  chan Leader
+	r     *leaderRead
+	ctx   context.Context
+	h     *hold
+	wake  chan struct{} // a notice came
+	stops []func()      // end the subscriptions
+	out   chan Leader
 }
 
-// watch subscribes to the key's leader channel on the herald, if it can
-// watch; without it, Observe polls.
+// watch subscribes to the key's leader channel on every node that can
+// watch, at once, each bounded as the hub's subscriptions are: a grant
+// publishes only on the nodes its round asked, and a round that stops at
+// quorum may not ask a given one. A node that cannot subscribe is left
+// to the poll.
 func (o *observer) watch() {
 	l := o.r.l
-	wn, ok := l.nodes[l.heraldNow()].(driver.Watcher)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(o.ctx, max(l.o.nodeTimeout, minSubscribeTimeout))
 	defer cancel()
-	stop, err := wn.Watch(ctx, o.r.e.channel, func(string) {
+	notify := func(string) {
 		select {
 		case o.wake <- struct{}{}:
 		default:
 		}
-	})
-	if err == nil {
-		o.stop = stop
+	}
+	stops := make([]func(), len(l.nodes))
+	var wg sync.WaitGroup
+	for i, n := range l.nodes {
+		if wn, ok := n.(driver.Watcher); ok {
+			wg.Go(func() {
+				if stop, err := wn.Watch(ctx, o.r.e.channel, notify); err == nil {
+					stops[i] = stop
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, stop := range stops {
+		if stop != nil {
+			o.stops = append(o.stops, stop)
+		}
 	}
 }
 
-// end stops the subscription and leaves the Locker.
+// end stops the subscriptions and leaves the Locker.
 func (o *observer) end() {
-	if o.stop != nil {
-		o.stop()
+	for _, stop := range o.stops {
+		stop()
 	}
 	o.h.cancel(nil)
 	o.r.l.leave(o.h)

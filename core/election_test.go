@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 func TestCampaign(t *testing.T) {
@@ -114,6 +117,31 @@ func TestObserve(t *testing.T) {
 			for range ch {
 			}
 			require.NoError(t, b.Release(t.Context()))
+		})
+	})
+	t.Run("sees a leader whose round never asked the herald, at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The herald is the first node by name, n0, here the last in
+			// order: a sequential round that stops at quorum never asks it.
+			var nodes []*memory.Node
+			for i := 4; i >= 0; i-- {
+				nodes = append(nodes, memory.New(memory.WithName(fmt.Sprintf("n%d", i))))
+			}
+			l, err := core.New(memory.AsNodes(nodes), core.WithTTL(time.Minute),
+				core.WithStrategy(strategies.Sequential(strategies.WithStopAtQuorum(true))))
+			require.NoError(t, err)
+			defer l.Close()
+			ch, err := l.Observe(t.Context(), "elect")
+			require.NoError(t, err)
+			assert.Zero(t, <-ch)
+			start := time.Now()
+			a, err := l.Campaign(t.Context(), "elect", "host-a")
+			require.NoError(t, err)
+			_, _, ok := nodes[4].Get("elect")
+			require.False(t, ok, "the herald was not asked")
+			assert.Equal(t, "host-a", (<-ch).Value)
+			assert.Less(t, time.Since(start), time.Second, "a notice from a node the round asked, not the poll")
+			require.NoError(t, a.Release(t.Context()))
 		})
 	})
 	t.Run("sees an expired leader gone by the poll", func(t *testing.T) {
