@@ -58,6 +58,17 @@
 // extension once its entry is deleted from a majority
 // (Shared/KeptAliveSurvives, Shared/DeletedReaderLostAtNextExtension).
 //
+// Election/N=<n>/<strategy> checks leader election (Locker.Campaign,
+// Leader, Observe): a second candidate leads only once the first resigns,
+// with a greater term, and an observer on a third Locker sees both leaders
+// by notices, well within its poll; candidates on three Lockers
+// campaigning over and over never lead at once, and their terms increase.
+// A leader whose key is deleted from a majority loses its context at the
+// next extension, and an observer sees nobody lead within its poll
+// (Election/DeletedKeyEndsLeadership); one whose majority of servers stops
+// loses its context with the at-risk margin left
+// (Election/MajorityGoneEndsLeadershipEarly).
+//
 // MutualExclusion/<strategy> has 32 goroutines increment a counter held on
 // a server 50 times each (200 under QUORUMLOCK_LONG=1) under the lock, with
 // a read-modify-write that only the lock makes atomic: the final count must
@@ -108,7 +119,7 @@
 // A strategy never touches a driver: it orders and stops the calls that
 // core makes through the driver's nodes. So a backend is checked at one
 // point of the strategy × size matrix by default, its driver scope: the
-// Locker, MultiKey and Shared groups at N=3 with parallel (greedy),
+// Locker, MultiKey, Shared and Election groups at N=3 with parallel (greedy),
 // MutualExclusion with parallel. Parallel is core.New's default, and three nodes are the
 // fewest that reach all a driver does under a Locker: calls to several
 // nodes of one driver at once, a minority refused or down beside a
@@ -120,7 +131,7 @@
 // whole in every scope: NodeContract with the capabilities, RestartGuard,
 // Lifecycle, NodeHealth, Fencing and Cluster.
 //
-// WithFullMatrix runs the Locker, MultiKey and Shared groups over every
+// WithFullMatrix runs the Locker, MultiKey, Shared and Election groups over every
 // strategy and size (their concurrent exclusion checks under the greedy
 // strategies only), and MutualExclusion under each greedy strategy: it checks the strategies and
 // core on real servers, which needs doing once, not once per driver (this
