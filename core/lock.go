@@ -100,7 +100,8 @@ func (k *Lock) Shared() bool {
 }
 
 // Value returns the random value that identifies this acquisition on the
-// nodes: 20 bytes from crypto/rand, base64url encoded.
+// nodes: 20 bytes from crypto/rand, base64url encoded; for a leader's lock
+// (Campaign), followed by a colon and the candidate's value.
 func (k *Lock) Value() string {
 	if k == nil || k.locker == nil {
 		return ""

@@ -345,6 +345,9 @@ func TestObserverLockKind(t *testing.T) {
 		{"shared", func(ctx context.Context, l *core.Locker, keys ...string) (*core.Lock, error) {
 			return l.AcquireShared(ctx, keys[0])
 		}, []string{""}},
+		{"leader", func(ctx context.Context, l *core.Locker, keys ...string) (*core.Lock, error) {
+			return l.Campaign(ctx, keys[0], "host-a")
+		}, []string{""}},
 	}
 	for _, kind := range lockKinds {
 		t.Run(kind.name, func(t *testing.T) {
