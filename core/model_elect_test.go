@@ -64,23 +64,38 @@ func (w *world) checkTerms() {
 			if a.key != b.key {
 				continue
 			}
-			ta, tb := a.lock.Token(), b.lock.Token()
-			switch {
-			case !restarted && ta == tb:
-				w.violations = append(w.violations, fmt.Sprintf("T1: %s and %s are both leaders of %s in term %d", a.name, b.name, a.key, ta))
-			case !restarted && a.from.Before(b.start) && ta >= tb:
-				w.violations = append(w.violations, fmt.Sprintf("T2: %s's term %d is not above %s's %d, elected before its Campaign began", b.name, tb, a.name, ta))
-			case !restarted && b.from.Before(a.start) && tb >= ta:
-				w.violations = append(w.violations, fmt.Sprintf("T2: %s's term %d is not above %s's %d, elected before its Campaign began", a.name, ta, b.name, tb))
-			case leadsAt(a, b.from) || leadsAt(b, a.from):
-				w.violations = append(w.violations, fmt.Sprintf("T3: %s (term %d) and %s (term %d) lead %s at once", a.name, ta, b.name, tb, a.key))
-			}
+			w.violations = append(w.violations, termViolations(a, b, restarted)...)
 		}
 	}
 }
 
-// leadsAt reports whether r leads at t: elected by then, and not yet
-// resigned or past its validity.
-func leadsAt(r *lockRec, t time.Time) bool {
-	return !t.Before(r.from) && (r.until.IsZero() || t.Before(r.until)) && !t.Equal(r.until)
+// termViolations checks two leaders of one key against T1-T3; without
+// the nodes' counters (restarted), against T3 alone.
+func termViolations(a, b *lockRec, restarted bool) []string {
+	var out []string
+	ta, tb := a.lock.Token(), b.lock.Token()
+	if !restarted {
+		if ta == tb {
+			out = append(out, fmt.Sprintf("T1: %s and %s are both leaders of %s in term %d", a.name, b.name, a.key, ta))
+		}
+		for _, p := range [][2]*lockRec{{a, b}, {b, a}} {
+			first, next := p[0], p[1]
+			if first.from.Before(next.start) && first.lock.Token() >= next.lock.Token() {
+				out = append(out, fmt.Sprintf("T2: %s's term %d is not above %s's %d, elected before its Campaign began",
+					next.name, next.lock.Token(), first.name, first.lock.Token()))
+			}
+		}
+	}
+	if overlap(a, b) {
+		out = append(out, fmt.Sprintf("T3: %s (term %d) and %s (term %d) lead %s at once", a.name, ta, b.name, tb, a.key))
+	}
+	return out
+}
+
+// overlap reports whether a and b led at once: their terms, each from
+// its Campaign's return to its end (zero until: still leading), share an
+// instant. A term that ended as it began ([t, t)) shares none.
+func overlap(a, b *lockRec) bool {
+	before := func(t, until time.Time) bool { return until.IsZero() || t.Before(until) }
+	return before(a.from, b.until) && before(b.from, a.until) && before(a.from, a.until) && before(b.from, b.until)
 }
