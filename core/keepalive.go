@@ -36,6 +36,9 @@ type keeper struct {
 	running bool
 	exited  chan struct{} // closed when the running goroutine ends
 	wake    chan struct{} // a lock was added or dropped
+	// kept is closed when a lock is added while waitIdle waits: the
+	// goroutine then stays, for that lock. nil when no one waits.
+	kept chan struct{}
 
 	ticks    atomic.Uint64 // renewal batches sent
 	renewals atomic.Uint64 // lock extensions sent in them
@@ -136,6 +139,10 @@ func (p *keeper) add(k *Lock) bool {
 		return held
 	}
 	p.locks[k] = &keptLock{due: due}
+	if p.kept != nil {
+		close(p.kept)
+		p.kept = nil
+	}
 	if !p.running {
 		p.running = true
 		p.exited = make(chan struct{})
@@ -164,8 +171,9 @@ func (p *keeper) signal() {
 	}
 }
 
-// waitIdle returns once the goroutine has ended, if no lock is kept alive.
-// It must not be called from the keeper's own goroutine.
+// waitIdle returns once the goroutine has ended, if no lock is kept alive,
+// or once a lock is added meanwhile (the goroutine stays for it). It must
+// not be called from the keeper's own goroutine.
 func (p *keeper) waitIdle() {
 	p.mu.Lock()
 	if len(p.locks) > 0 || !p.running {
@@ -173,9 +181,16 @@ func (p *keeper) waitIdle() {
 		return
 	}
 	exited := p.exited
+	if p.kept == nil {
+		p.kept = make(chan struct{})
+	}
+	kept := p.kept
 	p.signal()
 	p.mu.Unlock()
-	<-exited
+	select {
+	case <-exited:
+	case <-kept:
+	}
 }
 
 // count returns how many locks are kept alive.
