@@ -188,13 +188,11 @@ func (l *Locker) enterRead(ctx context.Context, key string) (*leaderRead, error)
 	return &leaderRead{l: l, key: key, e: e, req: newRequest(driver.ScriptLeader, []string{e.rkey, e.fenceKey})}, nil
 }
 
-// leaderState is what one read found: the leader, the stored value that
-// makes it (to tell terms apart), and whether some node held a value
-// without a quorum (a campaign may be half-way).
+// leaderState is what one read found: the leader, and the stored value
+// that makes it (to tell terms apart).
 type leaderState struct {
-	leader  Leader
-	stored  string
-	partial bool
+	leader Leader
+	stored string
 }
 
 // read reads the leader once from every node.
@@ -229,12 +227,10 @@ func (r *leaderRead) read(ctx context.Context) (leaderState, error) {
 		return leaderState{}, &QuorumError{Op: OpInspect, Key: r.key, Quorum: l.o.quorum, Reason: ErrUnavailable,
 			Context: contextError(ctx), Nodes: results}
 	}
-	var s leaderState
 	for i := range results {
 		if results[i].Outcome != OutcomeOK || answers[i].value == "" {
 			continue
 		}
-		s.partial = true
 		n, term := 0, int64(0)
 		for j := range results {
 			if results[j].Outcome == OutcomeOK && answers[j].value == answers[i].value {
@@ -250,7 +246,7 @@ func (r *leaderRead) read(ctx context.Context) (leaderState, error) {
 			return leaderState{leader: Leader{Value: value, Term: term}, stored: answers[i].value}, nil
 		}
 	}
-	return s, nil
+	return leaderState{}, nil
 }
 
 // leaderValue returns the candidate's value in a leader's stored value.
@@ -271,10 +267,9 @@ const observePoll = 4
 // (Leader's answer, the zero Leader when nobody leads), then each change,
 // the zero Leader when leadership ends. It reads the leader again on each
 // notice of a grant or release from a node (one subscription per node that
-// can watch, driver.Watcher), a node timeout after a notice that found a
-// campaign half-way, and every TTL/4 in any case: a new leader or a
-// resignation is seen at once, an expired leader's end within TTL/4 of
-// its expiry.
+// can watch, driver.Watcher: the grant that completes a quorum announces
+// it) and every TTL/4 in any case: a new leader or a resignation is seen
+// at once, an expired leader's end within TTL/4 of its expiry.
 // A read that fails sends nothing. The channel is closed when ctx ends or
 // the Locker closes; a reader that lags delays later reads.
 //
@@ -373,23 +368,16 @@ func (o *observer) run(s leaderState) {
 			}
 			last, sent = s.stored, true
 		}
-		noticed := false
 		select {
 		case <-o.ctx.Done():
 			return
 		case <-o.wake:
-			noticed = true
 		case <-timer.C():
 		}
 		timer.Stop()
-		next, err := o.r.read(o.ctx)
-		wait := poll
-		if err == nil {
+		if next, err := o.r.read(o.ctx); err == nil {
 			s = next
-			if s.partial && noticed {
-				wait = l.o.nodeTimeout // a campaign half-way: look again soon, once
-			}
 		}
-		timer = l.o.clock.NewTimer(wait)
+		timer = l.o.clock.NewTimer(poll)
 	}
 }
