@@ -639,12 +639,14 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 		case !granted:
 			return results
 		}
-		// The leader's grant is its result: not a call to make again,
-		// nor one to make in the background if it turns suspect now.
-		leader, grant := i, results[i]
-		return l.askNodesOwing(ctx, l.o.strategy, call, func(i int) *NodeResult {
-			if i == leader {
-				return &grant
+		// Every node this pass asked keeps its answer: not a call to make
+		// again, nor one to skip as suspect now. A node that failed here
+		// may hold the grant all the same (its reply was lost, or its
+		// identity check timed out after it): skipped, its release would
+		// never be sent.
+		return l.askNodesOwing(ctx, l.o.strategy, call, func(k int) *NodeResult {
+			if results[k].Outcome != OutcomeNotTried {
+				return &results[k]
 			}
 			return nil
 		}, nil)
