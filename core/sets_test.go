@@ -125,3 +125,26 @@ func TestSetNotStarvedBySmallerSets(t *testing.T) {
 		require.NoError(t, set.Release(t.Context()))
 	})
 }
+
+// A set waiting for a key that readers hold keeps new readers out, as a
+// waiting writer does, and gets in when the readers it waited for leave.
+func TestSetNotStarvedByReaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		readers, big := lockerOn(t, nodes), lockerOn(t, nodes)
+		r, err := readers.AcquireShared(t.Context(), "k")
+		require.NoError(t, err)
+		got := make(chan *core.Lock)
+		go func() {
+			set, err := big.AcquireAll(context.Background(), "a", "k")
+			assert.NoError(t, err)
+			got <- set
+		}()
+		synctest.Wait() // the set lost its round to the reader, and waits
+		_, err = readers.TryAcquireShared(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrNotAcquired, "a new reader behind a waiting set")
+		require.NoError(t, r.Release(t.Context()))
+		set := <-got
+		require.NoError(t, set.Release(t.Context()))
+	})
+}
