@@ -441,6 +441,7 @@ type handoffWaiter struct {
 	// that is held: keys and queues are its candidates, and at the index
 	// of the one it follows now (rkey, qkey), which it prefers next time.
 	keys, queues []string
+	enqueueKeys  []string // keys, then queues: ScriptEnqueueAll's
 	at           int
 
 	w  *watch    // the key's release notices, once queued
@@ -462,6 +463,7 @@ func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *
 	h := &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force, shares: k.shares()}
 	if s, ok := k.(setQueues); ok {
 		h.keys, h.queues = s.candidates()
+		h.enqueueKeys = slices.Concat(h.keys, h.queues)
 	}
 	return h
 }
@@ -584,8 +586,7 @@ func (h *handoffWaiter) enqueueSet() (queued, free, handed bool) {
 	if h.force {
 		mode = "force"
 	}
-	keys := slices.Concat(h.keys, h.queues)
-	r := newRequest(driver.ScriptEnqueueAll, keys, ticket, h.l.queueTTL, mode, strconv.Itoa(h.at+1))
+	r := newRequest(driver.ScriptEnqueueAll, h.enqueueKeys, ticket, h.l.queueTTL, mode, strconv.Itoa(h.at+1))
 	at, err := h.l.enqueueAt(h.ctx, h.w.node, &r, len(h.keys))
 	if err != nil || at == 0 {
 		h.l.hub.dropTicket(h.me)

@@ -101,7 +101,7 @@ const (
 	// ARGV[1] the value, ARGV[2] the TTL in milliseconds, ARGV[3] n,
 	// ARGV[4] "1" fenced or "0", ARGV[5] the restart guard's minimum age
 	// in milliseconds, or "" unguarded, and optionally ARGV[6] the
-	// acquisition's own SetMark (marked). Guarded, it checks the node's
+	// acquisition's own SetMark (marked; "" is unmarked). Guarded, it checks the node's
 	// age as ScriptAcquireGuarded does and answers -1 - age from a node
 	// too young. When any of the keys exists, or, marked, any WriterKey
 	// holds another set's mark that sorts before its own (an older set
