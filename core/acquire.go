@@ -59,7 +59,10 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 //
 // Its errors are Acquire's; no keys, an empty key, a key given twice or
 // keys in different slots of a cluster match ErrInvalidArgument. A waiter
-// is handed the lock on its first key's release; otherwise it polls
+// queues on a key of the set that is held and is handed the lock on its
+// release; the release of a set hands each key to its own waiters. Once a
+// round loses, the waiting set marks its keys with its priority: sets
+// that waited less, and new shared locks, yield to it; plain locks do not
 // (docs/locks.md).
 func (l *Locker) AcquireAll(ctx context.Context, keys ...string) (*Lock, error) {
 	return l.acquireSet(ctx, keys, -1)

@@ -32,7 +32,7 @@ type request struct {
 }
 
 // maxArgs is the most arguments a request has.
-const maxArgs = 5
+const maxArgs = 6
 
 // newRequest returns the request of script s with keys and args.
 func newRequest(s driver.Script, keys []string, args ...string) request {

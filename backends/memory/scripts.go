@@ -63,13 +63,14 @@ var scriptImpls = map[driver.Script]scriptImpl{
 	driver.ScriptIdentify:       {span{1, 1}, span{1, 1}, (*Node).identify},
 	driver.ScriptInspect:        {span{1, 2}, span{0, 0}, (*Node).inspect},
 	driver.ScriptRaiseFence:     {span{1, many}, span{1, 1}, (*Node).raiseFence},
-	driver.ScriptAcquireAll:     {span{1, many}, span{5, 5}, (*Node).acquireAll},
+	driver.ScriptAcquireAll:     {span{1, many}, span{5, 6}, (*Node).acquireAll},
 	driver.ScriptExtendAll:      {span{1, many}, span{2, 2}, (*Node).extendAll},
-	driver.ScriptReleaseAll:     {span{1, many}, span{2, 3}, (*Node).releaseAll},
+	driver.ScriptReleaseAll:     {span{1, many}, span{2, 5}, (*Node).releaseAll},
 	driver.ScriptAcquireShared:  {span{3, 5}, span{4, 5}, (*Node).acquireShared},
 	driver.ScriptExtendShared:   {span{2, 2}, span{2, 2}, (*Node).extendShared},
 	driver.ScriptReleaseShared:  {span{2, 3}, span{1, 2}, (*Node).releaseShared},
 	driver.ScriptWithdraw:       {span{2, 3}, span{2, 3}, (*Node).withdraw},
+	driver.ScriptEnqueueAll:     {span{2, many}, span{4, 4}, (*Node).enqueueAll},
 }
 
 // many is the upper end of a span with no limit.
