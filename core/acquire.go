@@ -174,8 +174,8 @@ type target struct {
 	key    string   // the key, or the set's keys joined by commas
 	set    []string // a multi-key lock's keys, sorted; nil otherwise
 	shared bool     // a read lock
-	// permits is a semaphore's K (a permit of key, semaphore.go), 0 for
-	// other kinds.
+	// sem: a permit of the semaphore key of permits (semaphore.go).
+	sem     bool
 	permits int
 }
 
@@ -187,7 +187,7 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 		return l.newKeySet(t.set)
 	case t.shared:
 		return l.newShared(t.key)
-	case t.permits != 0:
+	case t.sem:
 		return l.newSemaphore(t.key, t.permits)
 	}
 	return l.newMutex(t.key)

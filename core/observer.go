@@ -200,7 +200,7 @@ func (t target) lockName() string {
 		return lockMulti
 	case t.shared:
 		return lockShared
-	case t.permits > 0:
+	case t.sem:
 		return lockSemaphore
 	}
 	return lockMutex

@@ -35,7 +35,7 @@ func (l *Locker) AcquirePermit(ctx context.Context, key string, permits int) (*L
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, target{key: key, permits: permitsOrBad(permits)}, l.o.tries)
+	return l.acquire(ctx, target{key: key, sem: true, permits: permits}, l.o.tries)
 }
 
 // TryAcquirePermit makes one sweep to take a permit of the semaphore key,
@@ -45,7 +45,7 @@ func (l *Locker) TryAcquirePermit(ctx context.Context, key string, permits int) 
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, target{key: key, permits: permitsOrBad(permits)}, tryOnce)
+	return l.acquire(ctx, target{key: key, sem: true, permits: permits}, tryOnce)
 }
 
 // InspectPermits reads what every node holds in each permit slot of the
@@ -80,15 +80,6 @@ func (l *Locker) InspectPermits(ctx context.Context, key string, permits int) ([
 	return states, nil
 }
 
-// permitsOrBad returns permits, or -1 for a count that is out of range
-// (newSemaphore refuses it), so that 0 never reads as "no semaphore".
-func permitsOrBad(permits int) int {
-	if permits < 1 {
-		return -1
-	}
-	return permits
-}
-
 // permit is one slot of a semaphore: a mutex on the slot key whose wait
 // queue, release notices and fencing counter are the semaphore's.
 type permit struct {
@@ -115,7 +106,7 @@ type semaphore struct {
 // cannot share its cluster slot.
 func (l *Locker) newSemaphore(key string, permits int) (*semaphore, error) {
 	if permits < 1 || permits > maxPermits {
-		return nil, invalid("permits must be 1 to %d", maxPermits)
+		return nil, invalid("permits %d must be 1 to %d", permits, maxPermits)
 	}
 	rkey, fence, err := l.storedKeys(key)
 	if err != nil {

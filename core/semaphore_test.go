@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
 )
 
@@ -55,15 +56,24 @@ func TestPermits(t *testing.T) {
 	})
 }
 
-// TestPermitsBadCount: a count out of range is bad input.
-func TestPermitsBadCount(t *testing.T) {
-	l, _ := newLocker(t, 3)
-	for _, k := range []int{0, -1, 1025} {
-		_, err := l.TryAcquirePermit(t.Context(), "jobs", k)
-		require.ErrorIs(t, err, core.ErrInvalidArgument, k)
-		_, err = l.AcquirePermit(t.Context(), "jobs", k)
-		require.ErrorIs(t, err, core.ErrInvalidArgument, k)
-		_, err = l.InspectPermits(t.Context(), "jobs", k)
-		require.ErrorIs(t, err, core.ErrInvalidArgument, k)
+// TestMisusePermits: a count of permits out of range, or a key whose
+// slots cannot share its cluster slot, is refused before any node is asked.
+func TestMisusePermits(t *testing.T) {
+	refused := func(t *testing.T, key string, permits int, msg string) {
+		l, nodes := newLocker(t, 3)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.TryAcquirePermit(ctx, key, permits); return err }), core.ErrInvalidArgument, msg)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.AcquirePermit(ctx, key, permits); return err }), core.ErrInvalidArgument, msg)
+		requireMisuse(t, call(t, func(ctx context.Context) error { _, err := l.InspectPermits(ctx, key, permits); return err }), core.ErrInvalidArgument, msg)
+		assert.Equal(t, memory.Calls{}, nodes[0].Calls(), "no node is asked")
 	}
+	t.Run("permits_out_of_range", func(t *testing.T) {
+		refused(t, "jobs", 0, "quorumlock: invalid argument: permits 0 must be 1 to 1024")
+		refused(t, "jobs", -1, "quorumlock: invalid argument: permits -1 must be 1 to 1024")
+	})
+	t.Run("permits_over_1024", func(t *testing.T) {
+		refused(t, "jobs", 1025, "quorumlock: invalid argument: permits 1025 must be 1 to 1024")
+	})
+	t.Run("permit_key_with_brace", func(t *testing.T) {
+		refused(t, "a}b", 2, `quorumlock: invalid argument: key "a}b" has no hash tag and contains "}", so its permit slots cannot share its cluster slot; put the key in a hash tag, such as {a}b}`)
+	})
 }
