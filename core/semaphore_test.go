@@ -11,6 +11,7 @@ import (
 
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
+	"github.com/quorumlock/quorumlock/strategies"
 )
 
 // TestPermits: K permits admit K holders; the next waits until one is
@@ -75,5 +76,55 @@ func TestMisusePermits(t *testing.T) {
 	})
 	t.Run("permit_key_with_brace", func(t *testing.T) {
 		refused(t, "a}b", 2, `quorumlock: invalid argument: key "a}b" has no hash tag and contains "}", so its permit slots cannot share its cluster slot; put the key in a hash tag, such as {a}b}`)
+	})
+}
+
+// TestPermitHandedOver: a waiter queued on a semaphore whose every permit
+// is held is handed one at the first release, long before its retry
+// delay; the enqueue finds the semaphore held only when every slot is.
+func TestPermitHandedOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLocker(t, 3, core.WithRetryDelay(strategies.JitterDelay(30*time.Second, 30*time.Second)), core.WithTries(10))
+		ctx := t.Context()
+		a, err := l.TryAcquirePermit(ctx, "jobs", 2)
+		require.NoError(t, err)
+		b, err := l.TryAcquirePermit(ctx, "jobs", 2)
+		require.NoError(t, err)
+		done := make(chan *core.Lock)
+		go func() {
+			c, err := l.AcquirePermit(ctx, "jobs", 2)
+			assert.NoError(t, err)
+			done <- c
+		}()
+		synctest.Wait() // queued, or waiting out its retry delay
+		released := time.Now()
+		require.NoError(t, a.Release(ctx))
+		c := <-done
+		assert.Less(t, time.Since(released), time.Second, "handed the permit at the release, not after the retry delay")
+		require.NoError(t, b.Release(ctx))
+		require.NoError(t, c.Release(ctx))
+	})
+}
+
+// TestTryAcquirePermitSweeps: TryAcquirePermit takes every free permit
+// whichever slot its sweep starts at: K calls take all K permits, again
+// and again.
+func TestTryAcquirePermitSweeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, _ := newLocker(t, 3)
+		ctx := t.Context()
+		for range 10 {
+			var held []*core.Lock
+			for i := range 4 {
+				p, err := l.TryAcquirePermit(ctx, "jobs", 4)
+				require.NoError(t, err, "permit %d of 4 is free", i)
+				held = append(held, p)
+			}
+			_, err := l.TryAcquirePermit(ctx, "jobs", 4)
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+			for _, p := range held {
+				require.NoError(t, p.Release(ctx))
+			}
+		}
 	})
 }
