@@ -23,6 +23,7 @@ func runSemaphore(t *testing.T, h Harness, n int, s Strategy) {
 		{"ReleaseFreesPermit", releaseFreesPermit, false},
 		{"PermitReleasedOnceByHolder", permitReleasedOnceByHolder, false},
 		{"PermitTokensIncrease", permitTokensIncrease, false},
+		{"EnqueueNeedsEverySlot", enqueueNeedsEverySlot, false},
 	})
 }
 
@@ -167,6 +168,34 @@ func permitTokensIncrease(t *testing.T, h Harness, n int, s Strategy) {
 	}
 	for _, lock := range held {
 		require.NoError(t, lock.Release(ctx))
+	}
+}
+
+// enqueueNeedsEverySlot checks the node's ScriptEnqueue with a
+// semaphore's slots (the first slot, the queue, the other slots): it
+// queues only while every slot is held, and a forced ticket always.
+func enqueueNeedsEverySlot(t *testing.T, h Harness, _ int, _ Strategy) {
+	servers := h.Shared(t, 1)
+	n := servers.Nodes(t)[0]
+	ctx, k := t.Context(), key(t)
+	q, ok := driver.QueueKey(k)
+	require.True(t, ok)
+	slots := []string{permitKey(t, k, 0), permitKey(t, k, 1), permitKey(t, k, 2)}
+	enqueue := func(ticket, mode string) any {
+		r, err := n.Eval(ctx, driver.ScriptEnqueue.Source(), []string{slots[0], q, slots[1], slots[2]}, []string{ticket, "60000", mode})
+		require.NoError(t, err)
+		return r
+	}
+	for i, slot := range slots {
+		assert.Equal(t, int64(0), enqueue("early", ""), "%d of 3 slots held: a permit is free, no one queues", i)
+		require.NoError(t, servers.Set(ctx, 0, slot, "holder", time.Minute))
+	}
+	assert.Equal(t, int64(1), enqueue("me.1", ""), "every slot held: the waiter queues")
+	require.NoError(t, servers.Del(ctx, 0, slots[1]))
+	assert.Equal(t, int64(0), enqueue("me.2", ""), "a middle slot free: no one queues")
+	assert.Equal(t, int64(1), enqueue("me.3", "force"), "a forced ticket is queued")
+	for _, key := range append(slots, q) {
+		require.NoError(t, servers.Del(ctx, 0, key))
 	}
 }
 
