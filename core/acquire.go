@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,6 +330,30 @@ func (a *acquisition) round(k lockKind, woken wakeKind) (*Lock, *QuorumError, bo
 	lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, k, woken, a.counted < a.tries)
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(k, qe)
+	}
+	return lock, qe, handed
+}
+
+// sweep is one try of the acquisition: a round (round), or for a
+// semaphore a round per slot, from a random one, until one wins or one
+// loses for another reason than a holder. It reports whether any clean-up
+// handed the key on.
+func (a *acquisition) sweep(woken wakeKind) (lock *Lock, qe *QuorumError, handed bool) {
+	s, ok := a.kind.(*semaphore)
+	if !ok {
+		return a.round(a.kind, woken)
+	}
+	start := rand.IntN(len(s.slots))
+	for j := range s.slots {
+		if j > 0 {
+			a.rounds++
+		}
+		var h bool
+		lock, qe, h = a.round(s.slots[(start+j)%len(s.slots)], woken)
+		handed = handed || h
+		if qe == nil || qe.Reason != ErrNotAcquired || qe.Context != nil {
+			break
+		}
 	}
 	return lock, qe, handed
 }

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"math/rand/v2"
 
 	"github.com/quorumlock/quorumlock/core/driver"
 )
@@ -127,37 +126,4 @@ func (l *Locker) newSemaphore(key string, permits int) (*semaphore, error) {
 	}
 	s.permit = s.slots[0]
 	return s, nil
-}
-
-// holdKeys returns the keys that all hold k while it is taken: a
-// semaphore's slots, else its stored key.
-func holdKeys(k lockKind) []string {
-	if s, ok := k.(*semaphore); ok {
-		return s.holds
-	}
-	return []string{k.stored()}
-}
-
-// sweep is one try of the acquisition: a round (round), or for a
-// semaphore a round per slot, from a random one, until one wins or one
-// loses for another reason than a holder. It reports whether any clean-up
-// handed the key on.
-func (a *acquisition) sweep(woken wakeKind) (lock *Lock, qe *QuorumError, handed bool) {
-	s, ok := a.kind.(*semaphore)
-	if !ok {
-		return a.round(a.kind, woken)
-	}
-	start := rand.IntN(len(s.slots))
-	for j := range s.slots {
-		if j > 0 {
-			a.rounds++
-		}
-		var h bool
-		lock, qe, h = a.round(s.slots[(start+j)%len(s.slots)], woken)
-		handed = handed || h
-		if qe == nil || qe.Reason != ErrNotAcquired || qe.Context != nil {
-			break
-		}
-	}
-	return lock, qe, handed
 }
