@@ -437,6 +437,9 @@ type handoffWaiter struct {
 	ctx        context.Context
 	rkey, qkey string
 	shares     bool // its lock kind shares the key: its ticket says so
+	// holds are the keys that all hold the lock while it is taken (see
+	// holdKeys): the enqueue finds it free when one is missing.
+	holds []string
 	// A multi-key lock's waiter (setQueues) queues on a key of its set
 	// that is held: keys and queues are its candidates, and at the index
 	// of the one it follows now (rkey, qkey), which it prefers next time.
@@ -460,7 +463,7 @@ type handoffWaiter struct {
 // newHandoffWaiter returns the waiter of the lock k, which has a wait
 // queue; with force, it queues even if the lock is free.
 func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *handoffWaiter {
-	h := &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force, shares: k.shares()}
+	h := &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), holds: holdKeys(k), force: force, shares: k.shares()}
 	if s, ok := k.(setQueues); ok {
 		h.keys, h.queues = s.candidates()
 		h.enqueueKeys = slices.Concat(h.keys, h.queues)
@@ -472,6 +475,15 @@ func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *
 // (keySet): it names them and their wait queues, in the same order.
 type setQueues interface {
 	candidates() (rkeys, queues []string)
+}
+
+// holdKeys returns the keys that all hold k while it is taken: a
+// semaphore's slots, else its stored key.
+func holdKeys(k lockKind) []string {
+	if s, ok := k.(*semaphore); ok {
+		return s.holds
+	}
+	return []string{k.stored()}
 }
 
 func (h *handoffWaiter) startRound() (wakeKind, bool) {
@@ -550,7 +562,7 @@ func (h *handoffWaiter) joinQueue(last *QuorumError) (again bool) {
 	}
 	var queued, free bool
 	if h.keys == nil {
-		queued, free = h.l.enqueue(h.ctx, h.w, h.me, h.rkey, h.qkey, h.force, h.shares)
+		queued, free = h.l.enqueue(h.ctx, h.w, h.me, h.holds, h.qkey, h.force, h.shares)
 	} else {
 		var handed bool
 		if queued, free, handed = h.enqueueSet(); handed {
@@ -652,11 +664,12 @@ func (h *handoffWaiter) leave() {
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.
 const queueTTLFactor = 4
 
-// enqueue puts me's ticket in the key's wait queue on w's node; with
-// force, even if the lock is free. It reports queued, or free when the
-// lock was free and nothing was queued; neither when w is not confirmed,
-// the herald failed, or me is already queued.
-func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey string, force, shares bool) (queued, free bool) {
+// enqueue puts me's ticket in the wait queue qkey on w's node; with
+// force, even if the lock is free (one of holds, its keys, missing). It
+// reports queued, or free when the lock was free and nothing was queued;
+// neither when w is not confirmed, the herald failed, or me is already
+// queued.
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, holds []string, qkey string, force, shares bool) (queued, free bool) {
 	ticket, ok := l.hub.newTicket(w, me, shares)
 	if !ok {
 		return l.hub.hasTicket(me), false
@@ -667,7 +680,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
-	enqueue := newRequest(driver.ScriptEnqueue, []string{rkey, qkey}, ticket, l.queueTTL, mode)
+	enqueue := newRequest(driver.ScriptEnqueue, append([]string{holds[0], qkey}, holds[1:]...), ticket, l.queueTTL, mode)
 	a, err := l.requestAnswerOnce(cctx, w.node, &enqueue)
 	if ctx.Err() == nil && l.health.lost(cctx, w.node, err) {
 		l.health.failed(w.node, err)
