@@ -417,8 +417,19 @@ func setMarks(t *testing.T, h Harness) {
 	x.holds(marks[1], young, time.Minute, "another's mark kept")
 	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
 
+	// A mark without priority (a set that has not waited long) holds back
+	// no set, not even another without priority.
+	x.set(marks[1], driver.SetMark(driver.SetMarkFresh, "a"), time.Minute)
+	assert.Equal(t, int64(1), grant("w", driver.SetMark(driver.SetMarkFresh, "b")), "a fresh mark refuses no set")
+	x.holds(marks[1], driver.SetMark(driver.SetMarkFresh, "a"), time.Minute, "another's fresh mark kept")
+	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
+	assert.Equal(t, int64(0), withdraw(mine), "marks only")
+	x.holds(marks[1], mine, 5*time.Second, "a mark with priority overwrites a fresh one")
+
 	r := base + ":r"
 	readers, w := sideKeys(t, r)
+	x.set(w, fresh, time.Minute)
+	assert.Equal(t, int64(0), x.share(r, "r1", time.Minute), "no new reader while a set waits, even without priority")
 	x.set(w, old, time.Minute)
 	assert.Equal(t, int64(0), x.share(r, "r1", time.Minute), "no new reader while a set waits")
 	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireShared, []string{r, readers, w}, "r2", "60000", "0", "", "1"),

@@ -62,9 +62,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 // keys in different slots of a cluster match ErrInvalidArgument. A waiter
 // queues on a key of the set that is held and is handed the lock on its
 // release; the release of a set hands each key to its own waiters. Once a
-// round loses, the waiting set marks its keys with its priority: sets
-// that waited less, and new shared locks, yield to it; plain locks do not
-// (docs/locks.md).
+// round loses, the waiting set marks its keys: new shared locks yield to
+// it, and once it has waited a fifth of the TTL (at least 1 s), sets that
+// waited less do too; plain locks do not (docs/locks.md).
 func (l *Locker) AcquireAll(ctx context.Context, keys ...string) (*Lock, error) {
 	return l.acquireSet(ctx, keys, -1)
 }

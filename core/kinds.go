@@ -44,12 +44,15 @@ type keySet struct {
 	n      string   // len(rkeys), for the scripts
 	ttl    string
 	guard  string
-	markPX string   // how long a mark outlives the round that wrote it
-	grants []string // rkeys, fences, then marks: the grant's keys
-	guards []string // grants, then the birth key: the guarded grant's keys
-	herald []string // rkeys, then queues: the herald's release keys
-	drawn  []string // rkeys, then marks: a withdrawal's keys
-	hdrawn []string // rkeys, queues, then marks: the herald's withdrawal's keys
+	markPX string // how long a mark outlives the round that wrote it
+	// patience is how long, in ms, the acquisition waits before its marks
+	// take priority over later sets: the mark expiry, markTTL.
+	patience int64
+	grants   []string // rkeys, fences, then marks: the grant's keys
+	guards   []string // grants, then the birth key: the guarded grant's keys
+	herald   []string // rkeys, then queues: the herald's release keys
+	drawn    []string // rkeys, then marks: a withdrawal's keys
+	hdrawn   []string // rkeys, queues, then marks: the herald's withdrawal's keys
 
 	clock driver.Clock
 	id    string       // names the acquisition in its marks, whatever its round's value
@@ -60,7 +63,7 @@ type keySet struct {
 // refuses keys the protocol cannot use, and on Redis Cluster nodes keys
 // in different slots.
 func (l *Locker) newKeySet(keys []string) (*keySet, error) {
-	s := &keySet{keys: keys, n: strconv.Itoa(len(keys)), ttl: l.ttlMillis, guard: l.guardMillis, markPX: l.markMillis, clock: l.o.clock}
+	s := &keySet{keys: keys, n: strconv.Itoa(len(keys)), ttl: l.ttlMillis, guard: l.guardMillis, markPX: l.markMillis, patience: markTTL(l.o.ttl).Milliseconds(), clock: l.o.clock}
 	for _, key := range keys {
 		rkey, fence, err := l.storedKeys(key)
 		if err != nil {
@@ -137,11 +140,12 @@ func (s *keySet) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.fences, token)
 }
 
-// mark is the acquisition's mark: with its priority once it waited,
-// after every waiting set's before.
+// mark is the acquisition's mark: with its priority once it has waited
+// for longer than patience, else fresh, after every waiting set's (a fresh
+// mark keeps new readers out, and holds no set back: docs/locks.md).
 func (s *keySet) mark() string {
 	prio := s.prio.Load()
-	if prio == 0 {
+	if prio == 0 || s.clock.Now().UnixMilli()-prio < s.patience {
 		prio = driver.SetMarkFresh
 	}
 	return driver.SetMark(prio, s.id)

@@ -57,8 +57,8 @@ func (n *Node) acquireAll(c *scriptCall) (any, error) {
 		marks = c.keys[m0 : m0+keys]
 	}
 	for _, k := range marks {
-		if m, ok := n.live(k, c.now); ok && setMark(m.value) && m.value != own && m.value < own {
-			return int64(0), nil // an older set waits for this key
+		if m, ok := n.live(k, c.now); ok && setMark(m.value) && m.value != own && !freshMark(m.value) && m.value < own {
+			return int64(0), nil // a set that has waited longer waits for this key
 		}
 	}
 	t := int64(1)
@@ -87,6 +87,13 @@ func (n *Node) acquireAll(c *scriptCall) (any, error) {
 
 // setMark reports whether v is a waiting set's mark (driver.SetMark).
 func setMark(v string) bool { return strings.HasPrefix(v, driver.SetMarkPrefix) }
+
+// freshPrefix begins a set's mark without priority (driver.SetMarkFresh).
+var freshPrefix = driver.SetMark(driver.SetMarkFresh, "")
+
+// freshMark reports whether v is a set's mark without priority: it keeps
+// new readers out and holds back no set.
+func freshMark(v string) bool { return strings.HasPrefix(v, freshPrefix) }
 
 // mark writes the set's own mark at key for px milliseconds, unless an
 // older set's mark, or a key that is no mark, is there; n.mu is held.

@@ -472,8 +472,13 @@ func SetMark(prio int64, id string) string {
 	return SetMarkPrefix + strings.Repeat("0", 15-len(p)) + p + ":" + id
 }
 
-// SetMarkFresh is the prio of a set that has not waited yet (see SetMark).
+// SetMarkFresh is the prio of a set that has not waited, or not yet for
+// long (see SetMark): its mark keeps new readers out, as a writer's does,
+// and holds back no set.
 const SetMarkFresh = 999_999_999_999_999
+
+// freshPrio is SetMarkFresh as SetMark writes it.
+const freshPrio = "999999999999999"
 
 // PermitSuffix begins the name of a semaphore's permit slot; see PermitKey.
 const PermitSuffix = ":permit:"

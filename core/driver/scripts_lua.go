@@ -87,13 +87,17 @@ end
 `
 
 // luaSetMark reads and writes a waiting set's priority mark (SetMark):
-// setmark tells a set's mark from anything else at a mark's key, before
+// setmark tells a set's mark from anything else at a mark's key, fresh
+// a mark without priority (SetMarkFresh) from one with it, before
 // compares two marks byte by byte (Lua's < follows the server's locale),
 // and mark writes the set's own mark own at key, for px milliseconds,
 // unless an older set's mark, or a key that is no mark, is there.
-const luaSetMark = `local setprefix = "` + SetMarkPrefix + `"
+const luaSetMark = `local setprefix, freshprefix = "` + SetMarkPrefix + `", "` + SetMarkPrefix + freshPrio + `:"
 local function setmark(v)
 	return type(v) == "string" and string.sub(v, 1, #setprefix) == setprefix
+end
+local function fresh(v)
+	return string.sub(v, 1, #freshprefix) == freshprefix
 end
 local function before(a, b)
 	for i = 1, math.min(#a, #b) do
@@ -143,8 +147,8 @@ local m0 = n * (fenced and 2 or 1)
 if own then
 	for i = m0 + 1, m0 + n do
 		local m = redis.call("get", KEYS[i])
-		if setmark(m) and m ~= own and before(m, own) then
-			return 0 -- an older set waits for this key
+		if setmark(m) and m ~= own and not fresh(m) and before(m, own) then
+			return 0 -- a set that has waited longer waits for this key
 		end
 	end
 end
