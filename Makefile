@@ -177,8 +177,10 @@ bench-smoke: redis
 ## fails on a violation or a key left. Then the same rig's other workloads,
 ## CHAOS_KIND_SEEDS seeds each (default 5, about a minute each): rw (shared
 ## locks read a register that plain locks write), multi (AcquireAll
-## over overlapping sets of keys) and election (Campaign; leaders write
-## their term to a register that refuses a lower one). CHAOS_FLAGS passes flags to all four
+## over overlapping sets of keys), semaphore (AcquirePermit, 2 permits
+## a key: a count of holders that must never pass 2) and election
+## (Campaign; leaders write their term to a register that refuses a lower
+## one). CHAOS_FLAGS passes flags to all
 ## (make chaos CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope
 ## (cmd/envelope): one server's clock fast under libfaketime (x1 to x1.05), holders paused
 ## below and past the TTL, with and without fencing; about 30 s. Prints
@@ -193,6 +195,7 @@ chaos: redis
 	cd $(SAFETY) && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload rw -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload multi -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload semaphore -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload election -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/envelope $(ENVELOPE_FLAGS)
 

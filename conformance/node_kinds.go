@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ var kindScripts = []struct {
 	{"AcquireAllScript", acquireAllScript},
 	{"ExtendAllScript", extendAllScript},
 	{"ReleaseAllScript", releaseAllScript},
+	{"EnqueueAllScript", enqueueAllScript},
+	{"SetMarks", setMarks},
 	{"AcquireSharedScript", acquireSharedScript},
 	{"AcquireSharedGuarded", acquireSharedGuarded},
 	{"ExtendSharedScript", extendSharedScript},
@@ -268,8 +271,29 @@ func extendAllScript(t *testing.T, h Harness) {
 	x.absent(b, "a refused extension creates nothing")
 }
 
+// queues lists the wait queues of keys.
+func queues(t *testing.T, keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		q, ok := driver.QueueKey(k)
+		require.True(t, ok, k)
+		out[i] = q
+	}
+	return out
+}
+
+// writers lists the writer marks (driver.WriterKey) of keys.
+func writers(t *testing.T, keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		_, out[i] = sideKeys(t, k)
+	}
+	return out
+}
+
 // releaseAllScript: each key that holds the value deleted, others kept;
-// with the first key's queue, the hand-off.
+// with the queues, each deleted key handed to its own queue's oldest
+// ticket.
 func releaseAllScript(t *testing.T, h Harness) {
 	x, base := sharedNode(t, h), tag(t)
 	a, b, c := base+":a", base+":b", base+":c"
@@ -282,30 +306,134 @@ func releaseAllScript(t *testing.T, h Harness) {
 	x.holds(c, "theirs", time.Minute, "another's key is kept")
 	assert.Equal(t, int64(0), x.run(driver.ScriptReleaseAll, []string{a, b, c}, "mine", "3"), "nothing held")
 
+	locks := []string{a, b}
+	herald := append(slices.Clone(locks), queues(t, locks)...)
+	root := driver.ReleaseChannel("")
 	ticket := watchOwner + ".all"
-	q := x.enqueue(a, ticket)
-	notes, watched := x.watching(a, watchOwner)
-	assert.Equal(t, int64(0), x.run(driver.ScriptReleaseAll, []string{a, b, q}, "mine", "2", driver.ReleaseChannel(a)),
-		"nothing held: no hand-off")
-	assert.Equal(t, int64(1), x.queued(a, ticket), "a release that deleted nothing leaves the queue")
+	x.enqueue(b, ticket)
+	notes, watched := x.watching(b, watchOwner)
+	assert.Equal(t, int64(0), x.run(driver.ScriptReleaseAll, herald, "mine", "2", root), "nothing held: no hand-off")
+	assert.Equal(t, int64(1), x.queued(b, ticket), "a release that deleted nothing leaves the queue")
 
-	x.enqueue(a, ticket)
+	x.enqueue(b, ticket)
 	x.set(a, "mine", time.Minute)
 	x.set(b, "mine", time.Minute)
-	assert.Equal(t, int64(2), x.run(driver.ScriptReleaseAll, []string{a, b, q}, "mine", "2", driver.ReleaseChannel(a)))
+	assert.Equal(t, int64(2), x.run(driver.ScriptReleaseAll, herald, "mine", "2", root), "the second key's queue hands over")
 	x.absent(a, "released")
 	x.absent(b, "released")
-	assert.Zero(t, x.queued(a, ticket), "the ticket was popped")
+	assert.Zero(t, x.queued(b, ticket), "the ticket was popped")
 	if watched {
-		assert.Equal(t, ticket, notes.await(t, 5*time.Second, "the hand-off publishes the ticket"))
+		assert.Equal(t, ticket, notes.await(t, 5*time.Second, "the hand-off publishes the ticket on the second key's channel"))
 	}
 
-	// The queue is the first key's: a release that leaves it held by
-	// another hands nothing over.
+	// Each key hands over only its own queue, and only if it was deleted.
+	other := watchOwner + ".other"
 	x.enqueue(a, ticket)
+	x.enqueue(b, other)
 	x.set(a, "theirs", time.Minute)
 	x.set(b, "mine", time.Minute)
-	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, []string{a, b, q}, "mine", "2", driver.ReleaseChannel(a)))
+	assert.Equal(t, int64(2), x.run(driver.ScriptReleaseAll, herald, "mine", "2", root))
 	x.absent(b, "released")
-	assert.Equal(t, int64(1), x.queued(a, ticket), "the first key still held: the ticket waits")
+	assert.Equal(t, int64(1), x.queued(a, ticket), "the first key still held: its ticket waits")
+	assert.Zero(t, x.queued(b, other), "the released key's ticket was popped")
+	x.set(b, "mine", time.Minute)
+	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, herald, "mine", "2", root), "empty queues: released, nothing handed")
+}
+
+// enqueueAllScript: a set's ticket goes to the queue of the preferred key
+// when it is held, else of the first held key, else nowhere unless
+// forced; the answer is the key's index.
+func enqueueAllScript(t *testing.T, h Harness) {
+	x, base := sharedNode(t, h), tag(t)
+	locks := []string{base + ":a", base + ":b", base + ":c"}
+	keys := append(slices.Clone(locks), queues(t, locks)...)
+	enqueue := func(ticket, mode string, preferred int) any {
+		return x.run(driver.ScriptEnqueueAll, keys, ticket, "60000", mode, strconv.Itoa(preferred))
+	}
+	assert.Equal(t, int64(0), enqueue("t.1", "", 1), "no key held: nothing queued")
+	for _, k := range locks {
+		assert.Zero(t, x.queued(k, "t.1"), "nothing queued on %s", k)
+	}
+	x.set(locks[2], "theirs", time.Minute)
+	assert.Equal(t, int64(3), enqueue("t.2", "", 1), "the first held key")
+	assert.Equal(t, int64(1), x.queued(locks[2], "t.2"))
+	x.set(locks[1], "theirs", time.Minute)
+	assert.Equal(t, int64(3), enqueue("t.3", "", 3), "the preferred key, held")
+	assert.Equal(t, int64(1), x.queued(locks[2], "t.3"))
+	assert.Equal(t, int64(2), enqueue("t.4", "", 1), "the first held key, the preferred one free")
+	assert.Equal(t, int64(1), x.queued(locks[1], "t.4"))
+	x.del(locks[1])
+	x.del(locks[2])
+	assert.Equal(t, int64(2), enqueue("t.5", "force", 2), "forced: the preferred key")
+	assert.Equal(t, int64(1), x.queued(locks[1], "t.5"))
+}
+
+// setMarks: a set's withdrawal marks each of its keys' writer marks with
+// its priority (driver.SetMark), free or held, over a writer's mark and
+// a younger set's, never over an older set's or another's key. A grant
+// yields to another set's older mark, passes its own and younger ones,
+// and deletes its own; a new reader is refused by a set's mark, a reader
+// handed the key is not; a mutex's withdrawal leaves a set's mark.
+func setMarks(t *testing.T, h Harness) {
+	x, base := sharedNode(t, h), tag(t)
+	locks := []string{base + ":a", base + ":b", base + ":c"}
+	marks := writers(t, locks)
+	old, mine, young := driver.SetMark(1000, "old"), driver.SetMark(2000, "mine"), driver.SetMark(3000, "young")
+	fresh := driver.SetMark(driver.SetMarkFresh, "fresh")
+	withdraw := func(own string) any {
+		return x.run(driver.ScriptReleaseAll, append(slices.Clone(locks), marks...), "v", "3", "", "5000", own)
+	}
+	grant := func(value, own string) any {
+		return x.run(driver.ScriptAcquireAll, append(slices.Clone(locks), marks...), value, "60000", "3", "0", "", own)
+	}
+
+	x.set(locks[0], "v", time.Minute)
+	x.set(locks[1], "theirs", time.Minute)
+	x.set(marks[1], "1", time.Minute)
+	x.set(marks[2], young, time.Minute)
+	assert.Equal(t, int64(1), withdraw(mine), "the round's own grant is released")
+	x.absent(locks[0], "released")
+	x.holds(locks[1], "theirs", time.Minute, "another's key is kept")
+	for i, m := range marks {
+		x.holds(m, mine, 5*time.Second, "key %d marked: free, over a writer's mark, over a younger set's", i)
+	}
+	x.set(marks[0], old, time.Minute)
+	x.set(marks[1], "someone's lock", time.Minute)
+	assert.Equal(t, int64(0), withdraw(mine), "nothing held: marks only")
+	x.holds(marks[0], old, time.Minute, "an older set's mark is kept")
+	x.holds(marks[1], "someone's lock", time.Minute, "another's key is never overwritten")
+	x.holds(marks[2], mine, 5*time.Second, "its own mark renewed")
+
+	x.del(locks[1])
+	assert.Equal(t, int64(0), grant("w", young), "an older set waits: a younger one is refused")
+	assert.Equal(t, int64(0), grant("w", fresh), "a set that never waited is refused")
+	for _, k := range locks {
+		x.absent(k, "a refusal writes nothing")
+	}
+	x.del(marks[0])
+	x.set(marks[1], young, time.Minute)
+	assert.Equal(t, int64(1), grant("w", mine), "its own mark and a younger one refuse nothing")
+	x.absent(marks[2], "its own mark deleted with the grant")
+	x.holds(marks[1], young, time.Minute, "another's mark kept")
+	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
+
+	// A mark without priority (a set that has not waited long) holds back
+	// no set, not even another without priority.
+	x.set(marks[1], driver.SetMark(driver.SetMarkFresh, "a"), time.Minute)
+	assert.Equal(t, int64(1), grant("w", driver.SetMark(driver.SetMarkFresh, "b")), "a fresh mark refuses no set")
+	x.holds(marks[1], driver.SetMark(driver.SetMarkFresh, "a"), time.Minute, "another's fresh mark kept")
+	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
+	assert.Equal(t, int64(0), withdraw(mine), "marks only")
+	x.holds(marks[1], mine, 5*time.Second, "a mark with priority overwrites a fresh one")
+
+	r := base + ":r"
+	readers, w := sideKeys(t, r)
+	x.set(w, fresh, time.Minute)
+	assert.Equal(t, int64(0), x.share(r, "r1", time.Minute), "no new reader while a set waits, even without priority")
+	x.set(w, old, time.Minute)
+	assert.Equal(t, int64(0), x.share(r, "r1", time.Minute), "no new reader while a set waits")
+	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireShared, []string{r, readers, w}, "r2", "60000", "0", "", "1"),
+		"a reader handed the key passes a set's mark")
+	assert.Equal(t, int64(0), x.run(driver.ScriptWithdraw, []string{r, w}, "mine", "5000"), "a writer loses to the reader")
+	x.holds(w, old, time.Minute, "a writer's withdrawal leaves a set's mark")
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,8 +60,11 @@ func (l *Locker) TryAcquire(ctx context.Context, key string) (*Lock, error) {
 //
 // Its errors are Acquire's; no keys, an empty key, a key given twice or
 // keys in different slots of a cluster match ErrInvalidArgument. A waiter
-// is handed the lock on its first key's release; otherwise it polls
-// (docs/locks.md).
+// queues on a key of the set that is held and is handed the lock on its
+// release; the release of a set hands each key to its own waiters. Once a
+// round loses, the waiting set marks its keys: new shared locks yield to
+// it, and once it has waited a fifth of the TTL (at least 1 s), sets that
+// waited less do too; plain locks do not (docs/locks.md).
 func (l *Locker) AcquireAll(ctx context.Context, keys ...string) (*Lock, error) {
 	return l.acquireSet(ctx, keys, -1)
 }
@@ -174,6 +178,9 @@ type target struct {
 	key    string   // the key, or the set's keys joined by commas
 	set    []string // a multi-key lock's keys, sorted; nil otherwise
 	shared bool     // a read lock
+	// sem: a permit of the semaphore key of permits (semaphore.go).
+	sem     bool
+	permits int
 	// candidate is a leader's value (Campaign); "" for other kinds.
 	candidate string
 }
@@ -186,6 +193,8 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 		return l.newKeySet(t.set)
 	case t.shared:
 		return l.newShared(t.key)
+	case t.sem:
+		return l.newSemaphore(t.key, t.permits)
 	case t.candidate != "":
 		return l.newElection(t.key, t.candidate)
 	}
@@ -299,10 +308,7 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if !followUp {
 		a.counted++
 	}
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken, a.counted < a.tries)
-	if a.counted >= a.tries && split(qe, handed) {
-		lock, qe = a.settle(qe)
-	}
+	lock, qe, handed := a.sweep(woken)
 	if a.wait != nil {
 		a.wait.endRound(qe, handed)
 	}
@@ -325,6 +331,40 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	return nil, false, nil
 }
 
+// round is one round for the lock k (the acquisition's kind, or one slot
+// of its semaphore), and after a last try that split, its leader rounds.
+func (a *acquisition) round(k lockKind, woken wakeKind) (*Lock, *QuorumError, bool) {
+	lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, k, woken, a.counted < a.tries)
+	if a.counted >= a.tries && split(qe, handed) {
+		lock, qe = a.settle(k, qe)
+	}
+	return lock, qe, handed
+}
+
+// sweep is one try of the acquisition: a round (round), or for a
+// semaphore a round per slot, from a random one, until one wins or one
+// loses for another reason than a holder. It reports whether any clean-up
+// handed the key on.
+func (a *acquisition) sweep(woken wakeKind) (lock *Lock, qe *QuorumError, handed bool) {
+	s, ok := a.kind.(*semaphore)
+	if !ok {
+		return a.round(a.kind, woken)
+	}
+	start := rand.IntN(len(s.slots))
+	for j := range s.slots {
+		if j > 0 {
+			a.rounds++
+		}
+		var h bool
+		lock, qe, h = a.round(s.slots[(start+j)%len(s.slots)], woken)
+		handed = handed || h
+		if qe == nil || qe.Reason != ErrNotAcquired || qe.Context != nil {
+			break
+		}
+	}
+	return lock, qe, handed
+}
+
 // splitRounds is how many leader rounds an acquisition makes at most after
 // its last try, while each may have split the votes.
 const splitRounds = 3
@@ -334,10 +374,10 @@ const splitRounds = 3
 // (docs/design.md, split votes). They use up no try. Refused, it returns
 // the error of the round that split, which asked the nodes that a leader
 // round refused at its first node does not; any other outcome, its own.
-func (a *acquisition) settle(splitErr *QuorumError) (*Lock, *QuorumError) {
+func (a *acquisition) settle(k lockKind, splitErr *QuorumError) (*Lock, *QuorumError) {
 	for range splitRounds {
 		a.rounds++
-		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit, false)
+		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, k, wokenBySplit, false)
 		switch {
 		case qe == nil:
 			return lock, nil

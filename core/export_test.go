@@ -1,6 +1,10 @@
 package core
 
-import "github.com/quorumlock/quorumlock/core/driver"
+import (
+	"context"
+
+	"github.com/quorumlock/quorumlock/core/driver"
+)
 
 // WithClock sets the clock of the Locker's validity and retry waits; a
 // nil one keeps driver.SystemClock(). Only tests set it.
@@ -50,4 +54,21 @@ func Ended(lock *Lock) bool {
 	lock.mu.Lock()
 	defer lock.mu.Unlock()
 	return lock.state != stateHeld
+}
+
+// LeaderRound runs a leader round of call on l (as a waiter woken by an
+// empty notice makes one) and returns its results and the nodes a release
+// after it would skip as never sent the call.
+func LeaderRound(ctx context.Context, l *Locker, call func(ctx context.Context, i int) (bool, error)) ([]NodeResult, uint64) {
+	results := l.leaderRound(ctx, call)
+	return results, l.skippedNodes(results)
+}
+
+// HoldLane takes node i's lane, as a call to it in the background does,
+// until the returned function gives it back.
+func HoldLane(l *Locker, i int) (release func()) {
+	if !l.health.status[i].tryLane() {
+		panic("lane already held")
+	}
+	return func() { <-l.health.status[i].lane }
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,6 +224,13 @@ type listener struct {
 	moved     bool   // or because the herald moved (with activated)
 }
 
+// confirmed reports whether w's subscription is confirmed and not ended.
+func (h *hub) confirmed(w *watch) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return w.active && !w.ended
+}
+
 // hasTicket reports whether me waits in the key's wait queue.
 func (h *hub) hasTicket(me *listener) bool {
 	h.mu.Lock()
@@ -428,6 +437,15 @@ type handoffWaiter struct {
 	ctx        context.Context
 	rkey, qkey string
 	shares     bool // its lock kind shares the key: its ticket says so
+	// holds are the keys that all hold the lock while it is taken (see
+	// holdKeys): the enqueue finds it free when one is missing.
+	holds []string
+	// A multi-key lock's waiter (setQueues) queues on a key of its set
+	// that is held: keys and queues are its candidates, and at the index
+	// of the one it follows now (rkey, qkey), which it prefers next time.
+	keys, queues []string
+	enqueueKeys  []string // keys, then queues: ScriptEnqueueAll's
+	at           int
 
 	w  *watch    // the key's release notices, once queued
 	me *listener // this acquisition among w's listeners
@@ -445,7 +463,27 @@ type handoffWaiter struct {
 // newHandoffWaiter returns the waiter of the lock k, which has a wait
 // queue; with force, it queues even if the lock is free.
 func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *handoffWaiter {
-	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force, shares: k.shares()}
+	h := &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), holds: holdKeys(k), force: force, shares: k.shares()}
+	if s, ok := k.(setQueues); ok {
+		h.keys, h.queues = s.candidates()
+		h.enqueueKeys = slices.Concat(h.keys, h.queues)
+	}
+	return h
+}
+
+// setQueues is a lock kind whose waiter may queue on any of several keys
+// (keySet): it names them and their wait queues, in the same order.
+type setQueues interface {
+	candidates() (rkeys, queues []string)
+}
+
+// holdKeys returns the keys that all hold k while it is taken: a
+// semaphore's slots, else its stored key.
+func holdKeys(k lockKind) []string {
+	if s, ok := k.(*semaphore); ok {
+		return s.holds
+	}
+	return []string{k.stored()}
 }
 
 func (h *handoffWaiter) startRound() (wakeKind, bool) {
@@ -522,7 +560,16 @@ func (h *handoffWaiter) joinQueue(last *QuorumError) (again bool) {
 		h.me = newListener()
 		h.w = h.l.hub.join(h.rkey, herald, h.me)
 	}
-	queued, free := h.l.enqueue(h.ctx, h.w, h.me, h.rkey, h.qkey, h.force, h.shares)
+	var queued, free bool
+	if h.keys == nil {
+		queued, free = h.l.enqueue(h.ctx, h.w, h.me, h.holds, h.qkey, h.force, h.shares)
+	} else {
+		var handed bool
+		if queued, free, handed = h.enqueueSet(); handed {
+			h.woken, h.frees = wokenByTicket, 0
+			return true
+		}
+	}
 	if queued {
 		h.force = false
 	}
@@ -537,6 +584,75 @@ func (h *handoffWaiter) joinQueue(last *QuorumError) (again bool) {
 	return false
 }
 
+// enqueueSet is enqueue for a multi-key lock: its ticket goes to the
+// queue of a key of the set that is held, the one it follows if that one
+// still is (ScriptEnqueueAll), and the waiter follows that key from then
+// on. It reports handed when its ticket was popped before the waiter
+// could hear it: the key was handed to it.
+func (h *handoffWaiter) enqueueSet() (queued, free, handed bool) {
+	ticket, ok := h.l.hub.newTicket(h.w, h.me, false)
+	if !ok {
+		return h.l.hub.hasTicket(h.me), false, false
+	}
+	mode := ""
+	if h.force {
+		mode = "force"
+	}
+	r := newRequest(driver.ScriptEnqueueAll, h.enqueueKeys, ticket, h.l.queueTTL, mode, strconv.Itoa(h.at+1))
+	at, err := h.l.enqueueAt(h.ctx, h.w.node, &r, len(h.keys))
+	if err != nil || at == 0 {
+		h.l.hub.dropTicket(h.me)
+		return false, err == nil, false
+	}
+	return true, false, h.follow(int(at) - 1)
+}
+
+// follow moves the waiter's watch to key at, where its ticket is queued
+// now: notices are found by ticket whatever channel brings them, but only
+// a confirmed subscription to the key's channel brings them. Until the
+// new subscription is confirmed, the waiter takes its ticket back (the
+// confirmation wakes it to queue again); a ticket already popped was a
+// hand-off to it (handed). A notice lost in the move (a subscription
+// confirmed between the enqueue and the check) costs the waiter its
+// retry delays, since it polls, never safety.
+func (h *handoffWaiter) follow(at int) (handed bool) {
+	if at == h.at {
+		return false
+	}
+	node := h.w.node
+	h.l.hub.leave(h.w, h.me)
+	h.at, h.rkey, h.qkey = at, h.keys[at], h.queues[at]
+	h.w = h.l.hub.join(h.rkey, node, h.me)
+	if h.l.hub.confirmed(h.w) {
+		return false
+	}
+	ticket := h.l.hub.dropTicket(h.me)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.l.o.nodeTimeout)
+	defer cancel()
+	dequeue := newRequest(driver.ScriptDequeue, []string{h.qkey}, ticket)
+	removed, err := h.l.requestAnswerOnce(cctx, node, &dequeue)
+	return err == nil && removed == 0
+}
+
+// enqueueAt makes r, a ScriptEnqueueAll of a set of n keys, on the herald
+// node, once (not idempotent), and returns the index it answers.
+func (l *Locker) enqueueAt(ctx context.Context, node int, r *request, n int) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
+	defer cancel()
+	reply, err := l.send(cctx, node, r)
+	if ctx.Err() == nil && l.health.lost(cctx, node, err) {
+		l.health.failed(node, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	at, ok := reply.(int64)
+	if !ok || at < 0 || at > int64(n) {
+		return 0, fmt.Errorf("quorumlock: unexpected reply %#v to the %s script", reply, r.script.Name())
+	}
+	return at, nil
+}
+
 // leave takes the waiter out of the queue and the notices.
 func (h *handoffWaiter) leave() {
 	if h.w != nil {
@@ -548,11 +664,12 @@ func (h *handoffWaiter) leave() {
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.
 const queueTTLFactor = 4
 
-// enqueue puts me's ticket in the key's wait queue on w's node; with
-// force, even if the lock is free. It reports queued, or free when the
-// lock was free and nothing was queued; neither when w is not confirmed,
-// the herald failed, or me is already queued.
-func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey string, force, shares bool) (queued, free bool) {
+// enqueue puts me's ticket in the wait queue qkey on w's node; with
+// force, even if the lock is free (one of holds, its keys, missing). It
+// reports queued, or free when the lock was free and nothing was queued;
+// neither when w is not confirmed, the herald failed, or me is already
+// queued.
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, holds []string, qkey string, force, shares bool) (queued, free bool) {
 	ticket, ok := l.hub.newTicket(w, me, shares)
 	if !ok {
 		return l.hub.hasTicket(me), false
@@ -563,7 +680,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
-	enqueue := newRequest(driver.ScriptEnqueue, []string{rkey, qkey}, ticket, l.queueTTL, mode)
+	enqueue := newRequest(driver.ScriptEnqueue, append([]string{holds[0], qkey}, holds[1:]...), ticket, l.queueTTL, mode)
 	a, err := l.requestAnswerOnce(cctx, w.node, &enqueue)
 	if ctx.Err() == nil && l.health.lost(cctx, w.node, err) {
 		l.health.failed(w.node, err)

@@ -3,6 +3,7 @@ package core
 import (
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/quorumlock/quorumlock/core/driver"
@@ -14,13 +15,15 @@ import (
 // shared and multi-key locks.
 
 // kindName names k for observers (Event.Lock): lockMulti, lockShared,
-// lockLeader or lockMutex.
+// lockSemaphore, lockLeader or lockMutex.
 func kindName(k lockKind) string {
 	switch k.(type) {
 	case *keySet:
 		return lockMulti
 	case *shared:
 		return lockShared
+	case *permit, *semaphore:
+		return lockSemaphore
 	case *election:
 		return lockLeader
 	}
@@ -30,25 +33,39 @@ func kindName(k lockKind) string {
 // keySet is a multi-key lock: every key of the set, granted all or none on
 // each node (ScriptAcquireAll) and held by one value. Each key holds the
 // value as a mutex's key does, so a mutex, a read lock or another set on
-// any of its keys conflicts with it.
+// any of its keys conflicts with it. A keySet is made for one acquisition
+// (and then its Lock): once a round of it loses and it waits, its
+// withdrawals mark every key with its priority (driver.SetMark), and its
+// grants yield to the marks of sets that waited longer (docs/safety.md).
 type keySet struct {
 	keys   []string // the keys as given, in canonical order
 	rkeys  []string // the keys as stored, in the same order
 	fences []string // their fencing counters; nil without fencing
-	qkey   string   // the first key's wait queue, "" if it has none
+	queues []string // their wait queues; nil if a key has none (waiters poll)
+	marks  []string // their WriterKeys; nil if a key has none (no priority)
 	n      string   // len(rkeys), for the scripts
 	ttl    string
 	guard  string
-	grants []string // rkeys, then fences: the grant's keys
-	guards []string // grants, then the birth key: the guarded grant's keys
-	herald []string // rkeys, then qkey: the herald's release keys
+	markPX string // how long a mark outlives the round that wrote it
+	// patience is how long, in ms, the acquisition waits before its marks
+	// take priority over later sets: the mark expiry, markTTL.
+	patience int64
+	grants   []string // rkeys, fences, then marks: the grant's keys
+	guards   []string // grants, then the birth key: the guarded grant's keys
+	herald   []string // rkeys, then queues: the herald's release keys
+	drawn    []string // rkeys, then marks: a withdrawal's keys
+	hdrawn   []string // rkeys, queues, then marks: the herald's withdrawal's keys
+
+	clock driver.Clock
+	id    string       // names the acquisition in its marks, whatever its round's value
+	prio  atomic.Int64 // when it first waited, in Unix ms; 0 before
 }
 
 // newKeySet returns the multi-key lock on keys (sorted, distinct), or
 // refuses keys the protocol cannot use, and on Redis Cluster nodes keys
 // in different slots.
 func (l *Locker) newKeySet(keys []string) (*keySet, error) {
-	s := &keySet{keys: keys, n: strconv.Itoa(len(keys)), ttl: l.ttlMillis, guard: l.guardMillis}
+	s := &keySet{keys: keys, n: strconv.Itoa(len(keys)), ttl: l.ttlMillis, guard: l.guardMillis, markPX: l.markMillis, patience: markTTL(l.o.ttl).Milliseconds(), clock: l.o.clock}
 	for _, key := range keys {
 		rkey, fence, err := l.storedKeys(key)
 		if err != nil {
@@ -62,13 +79,30 @@ func (l *Locker) newKeySet(keys []string) (*keySet, error) {
 	if err := l.oneSlot(s.rkeys); err != nil {
 		return nil, err
 	}
-	s.grants = append(slices.Clip(s.rkeys), s.fences...)
+	s.marks = sideKeys(s.rkeys, driver.WriterKey)
+	s.queues = sideKeys(s.rkeys, driver.QueueKey)
+	s.grants = slices.Concat(s.rkeys, s.fences, s.marks)
 	s.guards = append(slices.Clip(s.grants), driver.BirthKey)
-	if q, ok := driver.QueueKey(s.rkeys[0]); ok {
-		s.qkey = q
-		s.herald = append(slices.Clip(s.rkeys), q)
+	s.herald = slices.Concat(s.rkeys, s.queues)
+	s.drawn = slices.Concat(s.rkeys, s.marks)
+	s.hdrawn = slices.Concat(s.rkeys, s.queues, s.marks)
+	if s.marks != nil {
+		s.id = newValue()
 	}
 	return s, nil
+}
+
+// sideKeys names each key's side key (driver.WriterKey, QueueKey), or
+// returns nil when a key has none.
+func sideKeys(rkeys []string, side func(string) (string, bool)) []string {
+	out := make([]string, len(rkeys))
+	for i, k := range rkeys {
+		var ok bool
+		if out[i], ok = side(k); !ok {
+			return nil
+		}
+	}
+	return out
 }
 
 // oneSlot refuses keys in different cluster slots when a node is a Redis
@@ -90,21 +124,45 @@ func (l *Locker) oneSlot(rkeys []string) error {
 }
 
 func (s *keySet) stored() string { return s.rkeys[0] }
-func (s *keySet) queue() string  { return s.qkey }
 func (s *keySet) fenced() bool   { return s.fences != nil }
 func (s *keySet) shares() bool   { return false }
+
+func (s *keySet) queue() string {
+	if s.queues == nil {
+		return ""
+	}
+	return s.queues[0]
+}
+
+// candidates are the keys its waiter may queue on, and their queues
+// (handoffWaiter).
+func (s *keySet) candidates() (rkeys, queues []string) { return s.rkeys, s.queues }
 
 func (s *keySet) raise(token string) request {
 	return newRequest(driver.ScriptRaiseFence, s.fences, token)
 }
 
+// mark is the acquisition's mark: with its priority once it has waited
+// for longer than patience, else fresh, after every waiting set's (a fresh
+// mark keeps new readers out, and holds no set back: docs/locks.md).
+func (s *keySet) mark() string {
+	prio := s.prio.Load()
+	if prio == 0 || s.clock.Now().UnixMilli()-prio < s.patience {
+		prio = driver.SetMarkFresh
+	}
+	return driver.SetMark(prio, s.id)
+}
+
 func (s *keySet) grant(value string, _ bool) (plain, guarded request) {
-	fenced := "0"
+	fenced, mark := "0", ""
 	if s.fences != nil {
 		fenced = "1"
 	}
-	plain = newRequest(driver.ScriptAcquireAll, s.grants, value, s.ttl, s.n, fenced, "")
-	guarded = newRequest(driver.ScriptAcquireAll, s.guards, value, s.ttl, s.n, fenced, s.guard)
+	if s.marks != nil {
+		mark = s.mark()
+	}
+	plain = newRequest(driver.ScriptAcquireAll, s.grants, value, s.ttl, s.n, fenced, "", mark)
+	guarded = newRequest(driver.ScriptAcquireAll, s.guards, value, s.ttl, s.n, fenced, s.guard, mark)
 	return plain, guarded
 }
 
@@ -112,14 +170,28 @@ func (s *keySet) extend(value string) request {
 	return newRequest(driver.ScriptExtendAll, s.rkeys, value, s.ttl)
 }
 
+// release deletes the keys that hold value; on the herald each hands
+// its own queue over.
 func (s *keySet) release(value string, herald bool) request {
-	if !herald || s.qkey == "" {
+	if !herald || s.queues == nil {
 		return newRequest(driver.ScriptReleaseAll, s.rkeys, value, s.n)
 	}
-	return newRequest(driver.ScriptReleaseAll, s.herald, value, s.n, driver.ReleaseChannel(s.rkeys[0]))
+	return newRequest(driver.ScriptReleaseAll, s.herald, value, s.n, driver.ReleaseChannel(""))
 }
 
-func (s *keySet) withdraw(value string, herald bool) request { return s.release(value, herald) }
+// withdraw is the release of a round lost by an acquisition that waits:
+// it also marks every key with the acquisition's priority, fixed at its
+// first wait.
+func (s *keySet) withdraw(value string, herald bool) request {
+	if s.marks == nil {
+		return s.release(value, herald)
+	}
+	s.prio.CompareAndSwap(0, max(s.clock.Now().UnixMilli(), 1))
+	if !herald || s.queues == nil {
+		return newRequest(driver.ScriptReleaseAll, s.drawn, value, s.n, "", s.markPX, s.mark())
+	}
+	return newRequest(driver.ScriptReleaseAll, s.hdrawn, value, s.n, driver.ReleaseChannel(""), s.markPX, s.mark())
+}
 
 // markTTL is how long a writer's mark keeps new readers out after its
 // last lost round: a fifth of the TTL, at least a second (four default

@@ -65,7 +65,8 @@ type Event struct {
 	Key string
 	// Lock is the kind of lock: "mutex" (Acquire, TryAcquire, Do),
 	// "multi" (AcquireAll, TryAcquireAll), "shared" (AcquireShared,
-	// TryAcquireShared) or "leader" (Campaign).
+	// TryAcquireShared), "semaphore" (AcquirePermit, TryAcquirePermit) or
+	// "leader" (Campaign).
 	Lock string
 	// Start is when the operation began (when the loss was noticed, for
 	// OpLost); Duration how long it took (zero for OpLost).
@@ -189,6 +190,8 @@ const (
 	lockMutex  = "mutex"
 	lockMulti  = "multi"
 	lockShared = "shared"
+	// lockSemaphore names a permit of a semaphore (semaphore.go).
+	lockSemaphore = "semaphore"
 )
 
 // lockName names the kind of lock t takes, as kindName names a lockKind.
@@ -198,6 +201,8 @@ func (t target) lockName() string {
 		return lockMulti
 	case t.shared:
 		return lockShared
+	case t.sem:
+		return lockSemaphore
 	case t.candidate != "":
 		return lockLeader
 	}

@@ -33,9 +33,13 @@ func (n *Node) acquireAll(c *scriptCall) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, fenced, guarded := layoutAll(c)
+	own := optArg(c.args, 5)
+	if own != "" && !setMark(own) {
+		return nil, fmt.Errorf("ERR %s: invalid mark %s", name, own)
+	}
+	keys, fenced, guarded := layoutAll(c, own != "")
 	if keys == 0 {
-		return nil, fmt.Errorf("ERR %s: %d keys do not match n %s, fenced %s, guard %s", name, len(c.keys), c.args[2], c.args[3], c.args[4])
+		return nil, fmt.Errorf("ERR %s: %d keys do not match n %s, fenced %s, guard %s, mark %s", name, len(c.keys), c.args[2], c.args[3], c.args[4], optArg(c.args, 5))
 	}
 	if guarded {
 		if young, err := n.young(name, c, c.args[4]); young < 0 || err != nil {
@@ -45,6 +49,16 @@ func (n *Node) acquireAll(c *scriptCall) (any, error) {
 	for _, k := range c.keys[:keys] {
 		if _, ok := n.live(k, c.now); ok {
 			return int64(0), nil
+		}
+	}
+	var marks []string
+	if own != "" {
+		m0 := keys * (1 + btoi(fenced))
+		marks = c.keys[m0 : m0+keys]
+	}
+	for _, k := range marks {
+		if m, ok := n.live(k, c.now); ok && setMark(m.value) && m.value != own && !freshMark(m.value) && m.value < own {
+			return int64(0), nil // a set that has waited longer waits for this key
 		}
 	}
 	t := int64(1)
@@ -62,19 +76,49 @@ func (n *Node) acquireAll(c *scriptCall) (any, error) {
 		if fenced {
 			n.data[c.keys[keys+i]] = entry{value: strconv.FormatInt(t, 10)}
 		}
+		if marks != nil {
+			if m, ok := n.live(marks[i], c.now); ok && m.value == own {
+				delete(n.data, marks[i])
+			}
+		}
 	}
 	return t, nil
 }
 
+// setMark reports whether v is a waiting set's mark (driver.SetMark).
+func setMark(v string) bool { return strings.HasPrefix(v, driver.SetMarkPrefix) }
+
+// freshPrefix begins a set's mark without priority (driver.SetMarkFresh).
+var freshPrefix = driver.SetMark(driver.SetMarkFresh, "")
+
+// freshMark reports whether v is a set's mark without priority: it keeps
+// new readers out and holds back no set.
+func freshMark(v string) bool { return strings.HasPrefix(v, freshPrefix) }
+
+// mark writes the set's own mark at key for px milliseconds, unless an
+// older set's mark, or a key that is no mark, is there; n.mu is held.
+func (n *Node) mark(key, own string, px int64, now time.Time) {
+	if m, ok := n.live(key, now); ok && m.value != "1" && m.value != own && (!setMark(m.value) || m.value < own) {
+		return
+	}
+	n.data[key] = entry{value: own, expires: now.Add(time.Duration(px) * time.Millisecond)}
+}
+
+// optArg returns args[i], or "" when there are fewer arguments.
+func optArg(args []string, i int) string {
+	if i < len(args) {
+		return args[i]
+	}
+	return ""
+}
+
 // layoutAll reads ScriptAcquireAll's layout: how many lock keys, whether
-// fenced and guarded; 0 keys when the arguments do not match KEYS.
-func layoutAll(c *scriptCall) (keys int, fenced, guarded bool) {
+// fenced and guarded (marked is given); 0 keys when the arguments do not
+// match KEYS.
+func layoutAll(c *scriptCall, marked bool) (keys int, fenced, guarded bool) {
 	keys, err := strconv.Atoi(c.args[2])
 	fenced, guarded = c.args[3] == "1", c.args[4] != ""
-	want := keys
-	if fenced {
-		want += keys
-	}
+	want := keys * (1 + btoi(fenced) + btoi(marked))
 	if guarded {
 		want++
 	}
@@ -119,27 +163,80 @@ func (n *Node) extendAll(c *scriptCall) (any, error) {
 }
 
 // releaseAll is driver.ScriptReleaseAll: each key that holds the value
-// deleted, then the hand-off through the first key's queue.
+// deleted and, given the channel root, handed over through its own
+// queue; given a mark, every key's mark written.
 func (n *Node) releaseAll(c *scriptCall) (any, error) {
 	keys, err := strconv.Atoi(c.args[1])
-	if err != nil || keys < 1 || len(c.keys) != keys && len(c.keys) != keys+1 {
-		return nil, fmt.Errorf("ERR release-all: %d keys do not match n %s", len(c.keys), c.args[1])
+	root, own := optArg(c.args, 2), optArg(c.args, 4)
+	queued, marked := root != "", own != ""
+	if err != nil || keys < 1 || len(c.keys) != keys*(1+btoi(queued)+btoi(marked)) {
+		return nil, fmt.Errorf("ERR release-all: %d keys do not match n %s, channel %s, mark %s", len(c.keys), c.args[1], root, own)
 	}
-	held, first := 0, false
+	px, err := strconv.ParseInt(optArg(c.args, 3), 10, 64)
+	if marked && (!setMark(own) || err != nil || px < 1) {
+		return nil, fmt.Errorf("ERR release-all: invalid mark %s or mark expiry %s", own, optArg(c.args, 3))
+	}
+	held, answer := 0, int64(1)
 	for i, k := range c.keys[:keys] {
 		if e, ok := n.live(k, c.now); ok && e.value == c.args[0] {
 			delete(n.data, k)
 			held++
-			first = first || i == 0
+			if queued && n.handOff(c, c.keys[keys+i:], []string{root + k}) == 2 {
+				answer = 2
+			}
 		}
 	}
-	switch {
-	case held == 0:
-		return int64(0), nil
-	case !first: // the queue is the first key's, which is not free
-		return int64(1), nil
+	if marked {
+		m0 := keys * (1 + btoi(queued))
+		for _, k := range c.keys[m0 : m0+keys] {
+			n.mark(k, own, px, c.now)
+		}
 	}
-	return n.handOff(c, c.keys[keys:], c.args[2:]), nil
+	if held == 0 {
+		return int64(0), nil
+	}
+	return answer, nil
+}
+
+// enqueueAll is driver.ScriptEnqueueAll: the ticket queued on the
+// preferred key if it is held, else on the first held key, else (forced)
+// on the preferred key; the index used, or 0.
+func (n *Node) enqueueAll(c *scriptCall) (any, error) {
+	ttl, err := scriptInt("enqueue-all", "queue TTL", c.args[1], 1)
+	if err != nil {
+		return nil, err
+	}
+	keys := len(c.keys) / 2
+	p, err := strconv.Atoi(c.args[3])
+	if len(c.keys)%2 != 0 || err != nil || p < 1 || p > keys {
+		return nil, fmt.Errorf("ERR enqueue-all: %d keys do not match preferred index %s", len(c.keys), c.args[3])
+	}
+	at := 0
+	if _, ok := n.live(c.keys[p-1], c.now); ok {
+		at = p
+	} else {
+		for i, k := range c.keys[:keys] {
+			if _, ok := n.live(k, c.now); ok {
+				at = i + 1
+				break
+			}
+		}
+	}
+	if at == 0 {
+		if c.args[2] != "force" {
+			return int64(0), nil
+		}
+		at = p
+	}
+	qk := c.keys[keys+at-1]
+	q, ok := n.live(qk, c.now)
+	if !ok {
+		q = entry{}
+	}
+	q.list = append(q.list, c.args[0])
+	q.expires = c.now.Add(time.Duration(ttl) * time.Millisecond)
+	n.data[qk] = q
+	return int64(at), nil
 }
 
 // acquireShared is driver.ScriptAcquireShared: a reader added unless a
@@ -165,8 +262,8 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	if held && e.value != driver.SharedValue {
 		return int64(0), nil
 	}
-	if m, ok := n.live(c.keys[2], c.now); ok && m.value == "1" && (len(c.args) < 5 || c.args[4] != "1") {
-		return int64(0), nil
+	if m, ok := n.live(c.keys[2], c.now); ok && (m.value == "1" || setMark(m.value)) && optArg(c.args, 4) != "1" {
+		return int64(0), nil // a writer or a set waits, and this reader was not handed the key
 	}
 	var t int64
 	if fenced { // checked before anything is written

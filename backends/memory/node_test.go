@@ -97,7 +97,7 @@ func TestScriptArity(t *testing.T) {
 	n := memory.New()
 	want := map[driver.Script]string{
 		driver.ScriptRelease:        "ERR release script takes 1 or 2 keys and 1 to 3 arguments",
-		driver.ScriptEnqueue:        "ERR enqueue script takes 2 keys and 3 arguments",
+		driver.ScriptEnqueue:        "ERR enqueue script takes 2 or more keys and 3 arguments",
 		driver.ScriptDequeue:        "ERR dequeue script takes 1 key and 1 argument",
 		driver.ScriptExtend:         "ERR extend script takes 1 key and 2 arguments",
 		driver.ScriptAcquireFenced:  "ERR acquire-fenced script takes 2 keys and 2 or 3 arguments",
@@ -106,13 +106,14 @@ func TestScriptArity(t *testing.T) {
 		driver.ScriptIdentify:       "ERR identify script takes 1 key and 1 argument",
 		driver.ScriptInspect:        "ERR inspect script takes 1 or 2 keys and no arguments",
 		driver.ScriptRaiseFence:     "ERR raise-fence script takes 1 or more keys and 1 argument",
-		driver.ScriptAcquireAll:     "ERR acquire-all script takes 1 or more keys and 5 arguments",
+		driver.ScriptAcquireAll:     "ERR acquire-all script takes 1 or more keys and 5 or 6 arguments",
 		driver.ScriptExtendAll:      "ERR extend-all script takes 1 or more keys and 2 arguments",
-		driver.ScriptReleaseAll:     "ERR release-all script takes 1 or more keys and 2 or 3 arguments",
-		driver.ScriptAcquireShared:  "ERR acquire-shared: invalid TTL b", // four of each fits: the TTL is checked
+		driver.ScriptReleaseAll:     "ERR release-all: 4 keys do not match n b, channel c, mark ", // four of each fits: n is checked
+		driver.ScriptAcquireShared:  "ERR acquire-shared: invalid TTL b",                          // four of each fits: the TTL is checked
 		driver.ScriptExtendShared:   "ERR extend-shared script takes 2 keys and 2 arguments",
 		driver.ScriptReleaseShared:  "ERR release-shared script takes 2 or 3 keys and 1 or 2 arguments",
 		driver.ScriptWithdraw:       "ERR withdraw script takes 2 or 3 keys and 2 or 3 arguments",
+		driver.ScriptEnqueueAll:     "ERR enqueue-all: invalid queue TTL b", // likewise: the TTL is checked
 		driver.ScriptLeader:         "ERR leader script takes 2 keys and no arguments",
 	}
 	four := []string{"a", "b", "c", "d"}

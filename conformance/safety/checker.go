@@ -17,7 +17,12 @@ type Section struct {
 	Key    string   // the lock's name: its keys joined by commas
 	Keys   []string // a multi-key lock's keys (Key alone when empty)
 	Shared bool     // under a shared (read) lock
-	Token  int64    // the fencing token, when the Locker has fencing on; a leader's term
+	// Permits is K for a section under a permit of a semaphore of K, and
+	// Count the count of the key's holders its entry read (itself
+	// included): more than Permits is a violation.
+	Permits int
+	Count   int64
+	Token   int64 // the fencing token, when the Locker has fencing on; a leader's term
 	// Refused says the term register refused the leader's term
 	// (Registers.WriteTerm): a greater term had been written.
 	Refused bool
@@ -32,8 +37,11 @@ type Section struct {
 
 func (s Section) String() string {
 	shared := ""
-	if s.Shared {
+	switch {
+	case s.Shared:
 		shared = " (shared)"
+	case s.Permits > 0:
+		shared = fmt.Sprintf(" (permit of %d, holder %d)", s.Permits, s.Count)
 	}
 	return fmt.Sprintf("client %d on %q%s [%v, %v] valid until %v token %d", s.Client, s.Key, shared, s.Start, s.End, s.ValidUntil, s.Token)
 }
@@ -94,6 +102,9 @@ const (
 	// of another lock's section that had ended before it began (only
 	// checked when tokens are recorded; a reader's only against writers').
 	StaleToken ViolationKind = "stale-token"
+	// TooMany: a permit holder's entry counted more holders of its key
+	// than the semaphore's permits (Section.Count above Section.Permits).
+	TooMany ViolationKind = "too-many-holders"
 	// RefusedTerm: the term register refused a leader's term inside a
 	// section within its validity: a greater term had written already, so
 	// two leaders overlapped or terms went back.
@@ -124,7 +135,8 @@ func (v Violation) String() string {
 
 // Check returns the violations in sections that the histories' models
 // cannot see, having no clock and no tokens: sections that began after
-// their validity ended or ran past it, and, when fenced is true, tokens
+// their validity ended or ran past it, permit holders that counted more
+// holders than permits, and, when fenced is true, tokens
 // that did not grow, key by key (a multi-key lock's section counts for
 // each of its keys). Overlapping sections are CheckHistories' to find.
 func Check(sections []Section, fenced bool) []Violation {
@@ -138,6 +150,9 @@ func Check(sections []Section, fenced bool) []Violation {
 			out = append(out, Violation{Kind: Overrun, Section: s})
 		case s.Refused:
 			out = append(out, Violation{Kind: RefusedTerm, Section: s})
+		}
+		if s.Permits > 0 && s.Count > int64(s.Permits) {
+			out = append(out, Violation{Kind: TooMany, Section: s})
 		}
 		for _, k := range keysOf(s.Key, s.Keys) {
 			byKey[k] = append(byKey[k], s)

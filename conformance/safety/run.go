@@ -36,6 +36,11 @@ const (
 	// and does a read-modify-write of each key's register. No two holders
 	// of overlapping sets may overlap.
 	MultiKeyWorkload Workload = "multi"
+	// SemaphoreWorkload: each client takes one of Config.Permits permits
+	// of a key (AcquirePermit) and, inside, increments a counter of the
+	// key's holders on the registers' server, which must never read more
+	// than Permits, and decrements it on the way out.
+	SemaphoreWorkload Workload = "semaphore"
 	// ElectionWorkload: each client campaigns to lead one of the keys
 	// (Campaign, which keeps the leader alive) and, as leader, does a
 	// read-modify-write of the key's register and writes its term to the
@@ -47,7 +52,7 @@ const (
 )
 
 // Workloads are every workload, in a fixed order.
-var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload, ElectionWorkload}
+var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload, SemaphoreWorkload, ElectionWorkload}
 
 // Config is one safety run.
 type Config struct {
@@ -57,6 +62,7 @@ type Config struct {
 	Nodes    int           // default 5
 	Clients  int           // each with its own Locker; default 16
 	Keys     int           // keys the clients share; default 3, and 4 for MultiKeyWorkload
+	Permits  int           // each key's permits under SemaphoreWorkload; default 2
 	// TTL and NodeTimeout of every Locker; defaults 1 s and 50 ms.
 	TTL         time.Duration
 	NodeTimeout time.Duration
@@ -147,7 +153,7 @@ func (c *Config) defaults() error {
 	case "":
 		c.Workload = MutexWorkload
 	case MutexWorkload, MultiKeyWorkload, ElectionWorkload:
-	case ReadWriteWorkload:
+	case ReadWriteWorkload, SemaphoreWorkload:
 		if c.Clients > MaxReaders {
 			return fmt.Errorf("safety: the %s workload takes at most %d clients, not %d", c.Workload, MaxReaders, c.Clients)
 		}
@@ -159,6 +165,9 @@ func (c *Config) defaults() error {
 		if c.Workload == MultiKeyWorkload {
 			c.Keys = 4
 		}
+	}
+	if c.Permits <= 0 {
+		c.Permits = 2
 	}
 	if c.TTL <= 0 {
 		c.TTL = time.Second
@@ -353,6 +362,9 @@ func (s *runState) injectFaults(ctx, runCtx context.Context, rig *Rig, faults []
 func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), uint64(c)))
 	h := &holder{client: c, ttl: s.cfg.TTL, hist: s.hist, regs: s.regs, rng: rng, leader: s.cfg.Workload == ElectionWorkload}
+	if s.cfg.Workload == SemaphoreWorkload {
+		h.permits = s.cfg.Permits
+	}
 	for runCtx.Err() == nil {
 		r := s.pick(rng)
 		if s.cfg.Workload == ElectionWorkload {
@@ -382,12 +394,13 @@ func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 }
 
 // request is what a client asks for: a lock on keys (a multi-key lock
-// when there are two or more), shared or not, or with leader the lead of
-// the key as that value.
+// when there are two or more), shared or not, with permits a permit of a
+// semaphore, or with leader the lead of the key as that value.
 type request struct {
-	keys   []string
-	shared bool
-	leader string
+	keys    []string
+	shared  bool
+	permits int
+	leader  string
 }
 
 // pick draws the next request of the run's workload from rng.
@@ -403,14 +416,19 @@ func (s *runState) pick(rng *rand.Rand) request {
 			keys[i] = s.keys[k]
 		}
 		return request{keys: keys}
+	case SemaphoreWorkload:
+		return request{keys: []string{s.keys[rng.IntN(len(s.keys))]}, permits: s.cfg.Permits}
 	}
 	return request{keys: []string{s.keys[rng.IntN(len(s.keys))]}}
 }
 
 // lock takes r's lock through l: AcquireAll for a set, AcquireShared for
-// a shared lock, Campaign for a leader, else Acquire.
+// a shared lock, AcquirePermit for a permit, Campaign for a leader, else
+// Acquire.
 func (r request) lock(ctx context.Context, l *core.Locker) (*core.Lock, error) {
 	switch {
+	case r.permits > 0:
+		return l.AcquirePermit(ctx, r.keys[0], r.permits)
 	case r.leader != "":
 		return l.Campaign(ctx, r.keys[0], r.leader)
 	case len(r.keys) > 1:
@@ -432,7 +450,7 @@ func (s *runState) acquire(runCtx context.Context, c int, l *core.Locker, r requ
 	took := s.hist.Now() - t0
 	cancel()
 	keys := slices.Sorted(slices.Values(r.keys))
-	op := LockOp{Client: c, Key: strings.Join(keys, ","), Keys: keys, Shared: r.shared, Kind: Acquire,
+	op := LockOp{Client: c, Key: strings.Join(keys, ","), Keys: keys, Shared: r.shared, Permits: r.permits, Kind: Acquire,
 		Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
 	if err != nil {
 		s.hist.AddLockOp(op)

@@ -50,7 +50,9 @@ const (
 	// ARGV[2] milliseconds, returning 1; but when ARGV[3] is not "force"
 	// and the lock is free, it does nothing and returns 0: the waiter
 	// should try again at once rather than wait for a release that
-	// already happened.
+	// already happened. Keys after the queue are more keys of the lock
+	// (a semaphore's other permit slots, PermitKey): the lock is free
+	// when any one of KEYS[1] and them is missing.
 	ScriptEnqueue
 
 	// ScriptDequeue removes the waiter ticket ARGV[1] from the wait queue
@@ -103,14 +105,18 @@ const (
 	// ScriptAcquireAll grants every one of n lock keys or none of them.
 	// KEYS: the n keys (in the caller's canonical order), then, when
 	// fenced, their n fencing counters in the same order, then, when
-	// guarded, the birth key. ARGV[1] the value, ARGV[2] the TTL in
-	// milliseconds, ARGV[3] n, ARGV[4] "1" fenced or "0", ARGV[5] the
-	// restart guard's minimum age in milliseconds, or "" unguarded.
-	// Guarded, it checks the node's age as ScriptAcquireGuarded does and
-	// answers -1 - age from a node too young. When any of the keys exists
-	// it answers 0 and writes nothing. Otherwise it sets every key to the
-	// value with the TTL and answers 1; fenced, it takes t = 1 + the
-	// largest of the counters, sets every counter to t, and answers t.
+	// marked, their n WriterKeys, then, when guarded, the birth key.
+	// ARGV[1] the value, ARGV[2] the TTL in milliseconds, ARGV[3] n,
+	// ARGV[4] "1" fenced or "0", ARGV[5] the restart guard's minimum age
+	// in milliseconds, or "" unguarded, and optionally ARGV[6] the
+	// acquisition's own SetMark (marked; "" is unmarked). Guarded, it checks the node's
+	// age as ScriptAcquireGuarded does and answers -1 - age from a node
+	// too young. When any of the keys exists, or, marked, any WriterKey
+	// holds another set's mark that sorts before its own (an older set
+	// waits), it answers 0 and writes nothing. Otherwise it sets every key
+	// to the value with the TTL, deletes its own marks, and answers 1;
+	// fenced, it takes t = 1 + the largest of the counters, sets every
+	// counter to t, and answers t.
 	ScriptAcquireAll
 
 	// ScriptExtendAll sets the expiry of every key in KEYS to ARGV[2]
@@ -118,12 +124,17 @@ const (
 	// changes nothing and answers 0.
 	ScriptExtendAll
 
-	// ScriptReleaseAll deletes each of the ARGV[2] keys at the head of
-	// KEYS that holds ARGV[1], and answers 0 if none did. Otherwise, given
-	// the wait queue of the first key after them and the channel prefix
-	// ARGV[3], it hands the lock to the oldest queued ticket as
-	// ScriptRelease does and answers 2; with no queue, or an empty one, it
-	// answers 1.
+	// ScriptReleaseAll deletes each of the n = ARGV[2] keys at the head of
+	// KEYS that holds ARGV[1], and answers 0 if none did. Given the
+	// channel root ARGV[3] (ReleaseChannel("")), the n keys' wait queues
+	// follow the keys, and each key it deleted is handed to the oldest
+	// ticket of its own queue as ScriptRelease does, on the channel root
+	// followed by the key; it answers 2 when any ticket was published,
+	// else 1. Given a SetMark ARGV[5] (a lost round's withdrawal) and its
+	// expiry ARGV[4] in milliseconds, the n keys' WriterKeys come last and
+	// it marks each, held or free, unless it holds an older set's mark or
+	// anything but a mark (a writer's "1" is replaced: a set's mark keeps
+	// readers out too).
 	ScriptReleaseAll
 
 	// ScriptAcquireShared grants a read lock. KEYS[1] the lock key,
@@ -135,8 +146,8 @@ const (
 	// was popped: it was queued before the waiting writer). Guarded, a
 	// node too young answers -1 - age. It trims the expired readers; it
 	// answers 0 when the key holds anything but SharedValue (a writer
-	// holds it) or, unless handed the key, the writer mark exists (a writer
-	// waits).
+	// holds it) or, unless handed the key, the writer mark holds "1" (a
+	// writer waits) or a SetMark (a set waits).
 	// Otherwise it adds the reader, expiring at the server's TIME plus the
 	// TTL, sets the key to SharedValue, makes the key and the set expire
 	// with their last reader, and answers 1, or, fenced, the counter
@@ -168,6 +179,16 @@ const (
 	// milliseconds, so that no new reader is granted while the writer
 	// waits, and answers 0. Otherwise it answers 0.
 	ScriptWithdraw
+
+	// ScriptEnqueueAll is ScriptEnqueue for a multi-key lock. KEYS: its n
+	// keys, then their n wait queues; ARGV[1] the ticket, ARGV[2] the
+	// queue's expiry in milliseconds, ARGV[3] "force" or "", ARGV[4] the
+	// preferred index p (1 to n). It appends the ticket to the queue of
+	// key p if that key exists, else of the first key that exists, sets
+	// that queue's expiry, and answers the key's index; when no key exists
+	// it queues nothing and answers 0, unless forced: then it queues on
+	// key p and answers p.
+	ScriptEnqueueAll
 
 	// ScriptLeader reads a leader's key KEYS[1] and its fencing counter
 	// KEYS[2] without changing them: {value, counter} while the key
@@ -209,8 +230,12 @@ for i = 1, #KEYS do
 	end
 end
 return 1`},
-		ScriptEnqueue: {name: "enqueue", source: `if ARGV[3] ~= "force" and redis.call("exists", KEYS[1]) == 0 then
-	return 0
+		ScriptEnqueue: {name: "enqueue", source: `if ARGV[3] ~= "force" then
+	for i = 1, #KEYS do
+		if i ~= 2 and redis.call("exists", KEYS[i]) == 0 then
+			return 0
+		end
+	end
 end
 redis.call("rpush", KEYS[2], ARGV[1])
 redis.call("pexpire", KEYS[2], ARGV[2])
@@ -269,13 +294,14 @@ if KEYS[2] and v == shared then
 	end
 end
 return out`},
-		ScriptAcquireAll:    {name: "acquire-all", source: luaInt + luaNow + luaAge + luaAcquireAll},
+		ScriptAcquireAll:    {name: "acquire-all", source: luaInt + luaNow + luaAge + luaSetMark + luaAcquireAll},
 		ScriptExtendAll:     {name: "extend-all", source: luaInt + luaExtendAll},
-		ScriptReleaseAll:    {name: "release-all", source: luaInt + luaHandOff + luaReleaseAll},
-		ScriptAcquireShared: {name: "acquire-shared", source: luaInt + luaNow + luaAge + luaShared + luaStretch + luaAcquireShared},
+		ScriptReleaseAll:    {name: "release-all", source: luaInt + luaHandOff + luaSetMark + luaReleaseAll},
+		ScriptAcquireShared: {name: "acquire-shared", source: luaInt + luaNow + luaAge + luaShared + luaStretch + luaSetMark + luaAcquireShared},
 		ScriptExtendShared:  {name: "extend-shared", source: luaInt + luaNow + luaShared + luaStretch + luaExtendShared},
 		ScriptReleaseShared: {name: "release-shared", source: luaNow + luaShared + luaStretch + luaHandOff + luaReleaseShared},
 		ScriptWithdraw:      {name: "withdraw", source: luaInt + luaShared + luaHandOff + luaWithdraw},
+		ScriptEnqueueAll:    {name: "enqueue-all", source: luaInt + luaEnqueueAll},
 		ScriptLeader: {name: "leader", source: `local v = redis.call("get", KEYS[1])
 if not v then
 	return {}
@@ -454,12 +480,50 @@ func ReadersKey(key string) (readers string, ok bool) { return sideKey(key, Read
 const WriterSuffix = ":writer"
 
 // WriterKey returns the name of the writer mark of key (the stored key):
-// while it exists, a writer waits for the key's readers and no new reader
-// is granted (ScriptWithdraw sets it, with an expiry). It lives in key's
+// while it holds "1", a writer waits for the key's readers, and while it
+// holds a SetMark, a multi-key lock waits for the key; either way no new
+// reader is granted (ScriptWithdraw and ScriptReleaseAll set it, with an
+// expiry). It lives in key's
 // cluster slot, named as FenceKey names the counter but with
 // WriterSuffix; ok is false when no such name exists (a key with no hash
 // tag that contains "}"), and core then refuses the key for read locks.
 func WriterKey(key string) (mark string, ok bool) { return sideKey(key, WriterSuffix) }
+
+// SetMarkPrefix begins every SetMark.
+const SetMarkPrefix = "quorumlock:set:"
+
+// SetMark returns the priority mark of a waiting multi-key lock, which
+// ScriptReleaseAll writes at each of its keys' WriterKey after a lost
+// round: SetMarkPrefix, prio as 15 decimal digits (when the acquisition
+// first waited, in Unix milliseconds of its Locker's clock, clamped to
+// 0..SetMarkFresh), a colon and id (names the acquisition). Marks sort
+// byte by byte: the older set first, ties by id. A set that never waited
+// sends prio SetMarkFresh, after every waiting set.
+func SetMark(prio int64, id string) string {
+	p := strconv.FormatInt(min(max(prio, 0), SetMarkFresh), 10)
+	return SetMarkPrefix + strings.Repeat("0", 15-len(p)) + p + ":" + id
+}
+
+// SetMarkFresh is the prio of a set that has not waited, or not yet for
+// long (see SetMark): its mark keeps new readers out, as a writer's does,
+// and holds back no set.
+const SetMarkFresh = 999_999_999_999_999
+
+// freshPrio is SetMarkFresh as SetMark writes it.
+const freshPrio = "999999999999999"
+
+// PermitSuffix begins the name of a semaphore's permit slot; see PermitKey.
+const PermitSuffix = ":permit:"
+
+// PermitKey returns the name of permit slot i (0 to K-1) of the semaphore
+// key (the stored key): an ordinary lock key, held by one permit's holder,
+// in key's cluster slot, named as FenceKey names the counter but with
+// PermitSuffix and i ("{jobs}:permit:3" for "jobs"). ok is false when no
+// such name exists (a key with no hash tag that contains "}"), and core
+// then refuses the key for semaphores.
+func PermitKey(key string, i int) (slot string, ok bool) {
+	return sideKey(key, PermitSuffix+strconv.Itoa(i))
+}
 
 // sideKey names a key that lives beside key in its cluster slot.
 func sideKey(key, suffix string) (string, bool) {

@@ -86,13 +86,47 @@ const luaHandOff = `local function handoff(queue, prefix)
 end
 `
 
+// luaSetMark reads and writes a waiting set's priority mark (SetMark):
+// setmark tells a set's mark from anything else at a mark's key, fresh
+// a mark without priority (SetMarkFresh) from one with it, before
+// compares two marks byte by byte (Lua's < follows the server's locale),
+// and mark writes the set's own mark own at key, for px milliseconds,
+// unless an older set's mark, or a key that is no mark, is there.
+const luaSetMark = `local setprefix, freshprefix = "` + SetMarkPrefix + `", "` + SetMarkPrefix + freshPrio + `:"
+local function setmark(v)
+	return type(v) == "string" and string.sub(v, 1, #setprefix) == setprefix
+end
+local function fresh(v)
+	return string.sub(v, 1, #freshprefix) == freshprefix
+end
+local function before(a, b)
+	for i = 1, math.min(#a, #b) do
+		local x, y = string.byte(a, i), string.byte(b, i)
+		if x ~= y then
+			return x < y
+		end
+	end
+	return #a < #b
+end
+local function mark(key, own, px)
+	local m = redis.call("get", key)
+	if not m or m == "1" or m == own or (setmark(m) and before(own, m)) then
+		redis.call("set", key, own, "PX", px)
+	end
+end
+`
+
 const luaAcquireAll = `local ttl, n, fenced = int(ARGV[2]), int(ARGV[3]), ARGV[4] == "1"
 local guarded = ARGV[5] ~= nil and ARGV[5] ~= ""
+local own = ARGV[6] ~= nil and ARGV[6] ~= "" and ARGV[6]
 if not ttl or ttl < 1 then
 	return redis.error_reply("ERR acquire-all: invalid TTL " .. tostring(ARGV[2]))
 end
-if not n or n < 1 or not (fenced or ARGV[4] == "0") or #KEYS ~= n * (fenced and 2 or 1) + (guarded and 1 or 0) then
-	return redis.error_reply("ERR acquire-all: " .. #KEYS .. " keys do not match n " .. tostring(ARGV[3]) .. ", fenced " .. tostring(ARGV[4]) .. ", guard " .. tostring(ARGV[5]))
+if own and not setmark(own) then
+	return redis.error_reply("ERR acquire-all: invalid mark " .. own)
+end
+if not n or n < 1 or not (fenced or ARGV[4] == "0") or #KEYS ~= n * (1 + (fenced and 1 or 0) + (own and 1 or 0)) + (guarded and 1 or 0) then
+	return redis.error_reply("ERR acquire-all: " .. #KEYS .. " keys do not match n " .. tostring(ARGV[3]) .. ", fenced " .. tostring(ARGV[4]) .. ", guard " .. tostring(ARGV[5]) .. ", mark " .. tostring(ARGV[6]))
 end
 if guarded then
 	local min = int(ARGV[5])
@@ -109,6 +143,15 @@ for i = 1, n do
 		return 0
 	end
 end
+local m0 = n * (fenced and 2 or 1)
+if own then
+	for i = m0 + 1, m0 + n do
+		local m = redis.call("get", KEYS[i])
+		if setmark(m) and m ~= own and not fresh(m) and before(m, own) then
+			return 0 -- a set that has waited longer waits for this key
+		end
+	end
+end
 local t = 1
 if fenced then
 	for i = n + 1, 2 * n do
@@ -123,6 +166,9 @@ for i = 1, n do
 	redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
 	if fenced then
 		redis.call("set", KEYS[n + i], string.format("%d", t))
+	end
+	if own and redis.call("get", KEYS[m0 + i]) == own then
+		redis.call("del", KEYS[m0 + i])
 	end
 end
 return t`
@@ -145,24 +191,64 @@ end
 return 1`
 
 const luaReleaseAll = `local n = int(ARGV[2])
-if not n or n < 1 or (#KEYS ~= n and #KEYS ~= n + 1) then
-	return redis.error_reply("ERR release-all: " .. #KEYS .. " keys do not match n " .. tostring(ARGV[2]))
+local queued = ARGV[3] ~= nil and ARGV[3] ~= ""
+local own = ARGV[5] ~= nil and ARGV[5] ~= "" and ARGV[5]
+if not n or n < 1 or #KEYS ~= n * (1 + (queued and 1 or 0) + (own and 1 or 0)) then
+	return redis.error_reply("ERR release-all: " .. #KEYS .. " keys do not match n " .. tostring(ARGV[2]) .. ", channel " .. tostring(ARGV[3]) .. ", mark " .. tostring(ARGV[5]))
 end
-local held, first = 0, false
+local px = int(ARGV[4])
+if own and (not setmark(own) or not px or px < 1) then
+	return redis.error_reply("ERR release-all: invalid mark " .. own .. " or mark expiry " .. tostring(ARGV[4]))
+end
+local held, answer = 0, 1
 for i = 1, n do
 	if redis.call("get", KEYS[i]) == ARGV[1] then
 		redis.call("del", KEYS[i])
 		held = held + 1
-		first = first or i == 1
+		if queued and handoff(KEYS[n + i], ARGV[3] .. KEYS[i]) == 2 then
+			answer = 2
+		end
+	end
+end
+if own then
+	local m0 = n * (queued and 2 or 1)
+	for i = m0 + 1, m0 + n do
+		mark(KEYS[i], own, ARGV[4])
 	end
 end
 if held == 0 then
 	return 0
 end
-if not first then
-	return 1
+return answer`
+
+const luaEnqueueAll = `local ttl, p = int(ARGV[2]), int(ARGV[4])
+local n = #KEYS / 2
+if not ttl or ttl < 1 then
+	return redis.error_reply("ERR enqueue-all: invalid queue TTL " .. tostring(ARGV[2]))
 end
-return handoff(KEYS[n + 1], ARGV[3])`
+if #KEYS < 2 or #KEYS % 2 ~= 0 or not p or p < 1 or p > n then
+	return redis.error_reply("ERR enqueue-all: " .. #KEYS .. " keys do not match preferred index " .. tostring(ARGV[4]))
+end
+local at = 0
+if redis.call("exists", KEYS[p]) == 1 then
+	at = p
+else
+	for i = 1, n do
+		if redis.call("exists", KEYS[i]) == 1 then
+			at = i
+			break
+		end
+	end
+end
+if at == 0 then
+	if ARGV[3] ~= "force" then
+		return 0
+	end
+	at = p
+end
+redis.call("rpush", KEYS[n + at], ARGV[1])
+redis.call("pexpire", KEYS[n + at], ARGV[2])
+return at`
 
 const luaAcquireShared = `local ttl, fenced = int(ARGV[2]), ARGV[3] == "1"
 local guarded = ARGV[4] ~= nil and ARGV[4] ~= ""
@@ -185,8 +271,14 @@ if guarded then
 end
 redis.call("zremrangebyscore", KEYS[2], "-inf", string.format("%d", t))
 local v = redis.call("get", KEYS[1])
-if (v and v ~= shared) or ARGV[5] ~= "1" and redis.call("get", KEYS[3]) == "1" then
+if v and v ~= shared then
 	return 0
+end
+if ARGV[5] ~= "1" then -- a reader handed the key passes a waiting writer's or set's mark
+	local m = redis.call("get", KEYS[3])
+	if m == "1" or setmark(m) then
+		return 0
+	end
 end
 if fenced then
 	local c = redis.call("get", KEYS[4])

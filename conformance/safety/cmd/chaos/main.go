@@ -9,16 +9,19 @@
 //
 // -workload picks what the clients do: mutex (one key's plain lock and a
 // read-modify-write of its register), rw (shared locks that read the
-// register twice beside plain locks that write it) or multi (AcquireAll
+// register twice beside plain locks that write it), multi (AcquireAll
 // over overlapping sets of keys, a read-modify-write of each key's
-// register) or election (Campaign for one key's lead; the leader does a
-// read-modify-write of the register and writes its term to a term
-// register that refuses a lower term). `make chaos` runs each.
+// register), semaphore (AcquirePermit, 2 permits a key: each holder
+// increments a count of the key's holders on entry, which must never read
+// more than 2, and decrements it on exit) or election (Campaign for one
+// key's lead; the leader does a read-modify-write of the register and
+// writes its term to a term register that refuses a lower term). `make
+// chaos` runs each.
 //
 // It prints one line per seed and then the totals: acquisitions, faults
 // injected by kind, violations of mutual exclusion (which must be 0: lock
 // and register histories porcupine found not linearizable, sections out
-// of their validity, stale tokens), lock keys left on the servers after
+// of their validity, stale tokens, too many permit holders, refused terms), lock keys left on the servers after
 // the TTL (which must be 0), and the slowest acquisition. A history that
 // is not linearizable is drawn by porcupine into an HTML file, named with
 // the seed, whose path the violation prints. It exits 1 if any seed found
@@ -28,7 +31,7 @@
 //
 // Flags:
 //
-//	-workload w    mutex, rw, multi or election (default mutex)
+//	-workload w    mutex, rw, multi, semaphore or election (default mutex)
 //	-seeds n       runs (default 50)
 //	-first n       seed of the first run (default: from the clock, printed)
 //	-duration d    how long the clients of one run work (default 12s)
@@ -98,7 +101,7 @@ type options struct {
 
 func parseFlags() options {
 	var o options
-	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw, multi or election")
+	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw, multi, semaphore or election")
 	flag.IntVar(&o.seeds, "seeds", 50, "runs")
 	flag.Int64Var(&o.first, "first", 0, "seed of the first run (0: from the clock)")
 	flag.DurationVar(&o.duration, "duration", 12*time.Second, "how long the clients of one run work")
