@@ -24,18 +24,49 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return usageFailure(stderr, "status", errors.New("want one KEY"))
 	}
-	w := wanted{keys: pos}
+	w := wanted{keys: pos, permits: s.permits}
 	locker, err := newLocker(s.cfg)
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
 	defer closeSoon(locker)
+	if s.permits > 0 {
+		return permitsStatus(locker, w, &s, stdout, stderr)
+	}
 	st, err := locker.Inspect(context.Background(), pos[0])
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
 	printState(stdout, st, s.value)
 	if st.Held() {
+		return exitOK
+	}
+	return exitFree
+}
+
+// permitsStatus is `quorumlock status -n K KEY`: how many of the K
+// permits are in use, then each permit's slot as status prints a key,
+// indented. It exits 0 when every permit is in use, 1 when one is free.
+func permitsStatus(locker *core.Locker, w wanted, s *settings, stdout, stderr io.Writer) int {
+	states, err := locker.InspectPermits(context.Background(), w.keys[0], w.permits)
+	if err != nil {
+		return failure(stderr, "status", w, s, err)
+	}
+	used := 0
+	for _, st := range states {
+		if st.Held() {
+			used++
+		}
+	}
+	fmt.Fprintf(stdout, "%s: %d of %d permits in use\n", w.keys[0], used, w.permits)
+	for _, st := range states {
+		var b strings.Builder
+		printState(&b, st, s.value)
+		for line := range strings.Lines(b.String()) {
+			fmt.Fprint(stdout, "  "+line)
+		}
+	}
+	if used == w.permits {
 		return exitOK
 	}
 	return exitFree
