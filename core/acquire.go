@@ -174,6 +174,9 @@ type target struct {
 	key    string   // the key, or the set's keys joined by commas
 	set    []string // a multi-key lock's keys, sorted; nil otherwise
 	shared bool     // a read lock
+	// permits is a semaphore's K (a permit of key, semaphore.go), 0 for
+	// other kinds.
+	permits int
 }
 
 // newKind returns the lock kind of t, or refuses keys the protocol cannot
@@ -184,6 +187,8 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 		return l.newKeySet(t.set)
 	case t.shared:
 		return l.newShared(t.key)
+	case t.permits != 0:
+		return l.newSemaphore(t.key, t.permits)
 	}
 	return l.newMutex(t.key)
 }
@@ -295,10 +300,7 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	if !followUp {
 		a.counted++
 	}
-	lock, qe, handed := l.acquireOnce(a.ctx, a.key, a.kind, woken, a.counted < a.tries)
-	if a.counted >= a.tries && split(qe, handed) {
-		lock, qe = a.settle(qe)
-	}
+	lock, qe, handed := a.sweep(woken)
 	if a.wait != nil {
 		a.wait.endRound(qe, handed)
 	}
@@ -321,6 +323,16 @@ func (a *acquisition) try() (lock *Lock, done bool, err error) {
 	return nil, false, nil
 }
 
+// round is one round for the lock k (the acquisition's kind, or one slot
+// of its semaphore), and after a last try that split, its leader rounds.
+func (a *acquisition) round(k lockKind, woken wakeKind) (*Lock, *QuorumError, bool) {
+	lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, k, woken, a.counted < a.tries)
+	if a.counted >= a.tries && split(qe, handed) {
+		lock, qe = a.settle(k, qe)
+	}
+	return lock, qe, handed
+}
+
 // splitRounds is how many leader rounds an acquisition makes at most after
 // its last try, while each may have split the votes.
 const splitRounds = 3
@@ -330,10 +342,10 @@ const splitRounds = 3
 // (docs/design.md, split votes). They use up no try. Refused, it returns
 // the error of the round that split, which asked the nodes that a leader
 // round refused at its first node does not; any other outcome, its own.
-func (a *acquisition) settle(splitErr *QuorumError) (*Lock, *QuorumError) {
+func (a *acquisition) settle(k lockKind, splitErr *QuorumError) (*Lock, *QuorumError) {
 	for range splitRounds {
 		a.rounds++
-		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, a.kind, wokenBySplit, false)
+		lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, k, wokenBySplit, false)
 		switch {
 		case qe == nil:
 			return lock, nil

@@ -428,6 +428,9 @@ type handoffWaiter struct {
 	ctx        context.Context
 	rkey, qkey string
 	shares     bool // its lock kind shares the key: its ticket says so
+	// holds are the keys that all hold the lock while it is taken (see
+	// holdKeys): the enqueue finds it free when one is missing.
+	holds []string
 
 	w  *watch    // the key's release notices, once queued
 	me *listener // this acquisition among w's listeners
@@ -445,7 +448,7 @@ type handoffWaiter struct {
 // newHandoffWaiter returns the waiter of the lock k, which has a wait
 // queue; with force, it queues even if the lock is free.
 func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *handoffWaiter {
-	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), force: force, shares: k.shares()}
+	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), holds: holdKeys(k), force: force, shares: k.shares()}
 }
 
 func (h *handoffWaiter) startRound() (wakeKind, bool) {
@@ -522,7 +525,7 @@ func (h *handoffWaiter) joinQueue(last *QuorumError) (again bool) {
 		h.me = newListener()
 		h.w = h.l.hub.join(h.rkey, herald, h.me)
 	}
-	queued, free := h.l.enqueue(h.ctx, h.w, h.me, h.rkey, h.qkey, h.force, h.shares)
+	queued, free := h.l.enqueue(h.ctx, h.w, h.me, h.holds, h.qkey, h.force, h.shares)
 	if queued {
 		h.force = false
 	}
@@ -548,11 +551,12 @@ func (h *handoffWaiter) leave() {
 // queueTTLFactor is how many TTLs a wait queue outlives its last addition.
 const queueTTLFactor = 4
 
-// enqueue puts me's ticket in the key's wait queue on w's node; with
-// force, even if the lock is free. It reports queued, or free when the
-// lock was free and nothing was queued; neither when w is not confirmed,
-// the herald failed, or me is already queued.
-func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey string, force, shares bool) (queued, free bool) {
+// enqueue puts me's ticket in the wait queue qkey on w's node; with
+// force, even if the lock is free (one of holds, its keys, missing). It
+// reports queued, or free when the lock was free and nothing was queued;
+// neither when w is not confirmed, the herald failed, or me is already
+// queued.
+func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, holds []string, qkey string, force, shares bool) (queued, free bool) {
 	ticket, ok := l.hub.newTicket(w, me, shares)
 	if !ok {
 		return l.hub.hasTicket(me), false
@@ -563,7 +567,7 @@ func (l *Locker) enqueue(ctx context.Context, w *watch, me *listener, rkey, qkey
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.o.nodeTimeout)
 	// Once only: not idempotent, a ticket queued twice is popped twice.
-	enqueue := newRequest(driver.ScriptEnqueue, []string{rkey, qkey}, ticket, l.queueTTL, mode)
+	enqueue := newRequest(driver.ScriptEnqueue, append([]string{holds[0], qkey}, holds[1:]...), ticket, l.queueTTL, mode)
 	a, err := l.requestAnswerOnce(cctx, w.node, &enqueue)
 	if ctx.Err() == nil && l.health.lost(cctx, w.node, err) {
 		l.health.failed(w.node, err)

@@ -125,6 +125,11 @@ func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	if err != nil {
 		return nil, err
 	}
+	return l.inspect(ctx, key, rkey)
+}
+
+// inspect is Inspect of the stored key rkey, reported under key.
+func (l *Locker) inspect(ctx context.Context, key, rkey string) (*KeyState, error) {
 	inspect := newRequest(driver.ScriptInspect, []string{rkey})
 	if readers, ok := driver.ReadersKey(rkey); ok {
 		inspect.keys = append(inspect.keys, readers)

@@ -13,14 +13,16 @@ import (
 // each is safe over a quorum: docs/safety.md; their keys: docs/design.md,
 // shared and multi-key locks.
 
-// kindName names k for observers (Event.Lock): lockMulti, lockShared or
-// lockMutex.
+// kindName names k for observers (Event.Lock): lockMulti, lockShared,
+// lockSemaphore or lockMutex.
 func kindName(k lockKind) string {
 	switch k.(type) {
 	case *keySet:
 		return lockMulti
 	case *shared:
 		return lockShared
+	case *permit, *semaphore:
+		return lockSemaphore
 	}
 	return lockMutex
 }

@@ -64,8 +64,8 @@ type Event struct {
 	// a multi-key lock's keys joined by commas, as Lock.Key returns them.
 	Key string
 	// Lock is the kind of lock: "mutex" (Acquire, TryAcquire, Do),
-	// "multi" (AcquireAll, TryAcquireAll) or "shared" (AcquireShared,
-	// TryAcquireShared).
+	// "multi" (AcquireAll, TryAcquireAll), "shared" (AcquireShared,
+	// TryAcquireShared) or "semaphore" (AcquirePermit, TryAcquirePermit).
 	Lock string
 	// Start is when the operation began (when the loss was noticed, for
 	// OpLost); Duration how long it took (zero for OpLost).
@@ -189,6 +189,8 @@ const (
 	lockMutex  = "mutex"
 	lockMulti  = "multi"
 	lockShared = "shared"
+	// lockSemaphore names a permit of a semaphore (semaphore.go).
+	lockSemaphore = "semaphore"
 )
 
 // lockName names the kind of lock t takes, as kindName names a lockKind.
@@ -198,6 +200,8 @@ func (t target) lockName() string {
 		return lockMulti
 	case t.shared:
 		return lockShared
+	case t.permits > 0:
+		return lockSemaphore
 	}
 	return lockMutex
 }

@@ -82,6 +82,7 @@ type lockKind interface {
 // node-redlock set it.
 type mutex struct {
 	rkey, qkey, fenceKey   string
+	notify                 string // the herald's release hands over on its ReleaseChannel: rkey, or a permit's semaphore
 	ttl, guardMillis, mark string // in milliseconds, for the scripts
 	// names backs the requests' keys: rkey and qkey (the herald's release,
 	// or rkey alone), rkey and fenceKey (the fenced grant), rkey, BirthKey
@@ -96,13 +97,21 @@ func (l *Locker) newMutex(key string) (*mutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &mutex{rkey: rkey, fenceKey: fence, ttl: l.ttlMillis, guardMillis: l.guardMillis, mark: l.markMillis}
 	// A key whose queue cannot share its cluster slot has none: waiters poll.
-	if q, ok := driver.QueueKey(rkey); ok {
-		m.qkey = q
+	q, ok := driver.QueueKey(rkey)
+	if !ok {
+		q = ""
 	}
+	return l.mutexOn(rkey, q, rkey, fence), nil
+}
+
+// mutexOn returns the mutex on the stored key rkey with the wait queue
+// qkey ("" for none), handing over on notify's ReleaseChannel, fenced by
+// the counter fence ("" for none).
+func (l *Locker) mutexOn(rkey, qkey, notify, fence string) *mutex {
+	m := &mutex{rkey: rkey, qkey: qkey, notify: notify, fenceKey: fence, ttl: l.ttlMillis, guardMillis: l.guardMillis, mark: l.markMillis}
 	m.names = [7]string{rkey, m.qkey, rkey, fence, rkey, driver.BirthKey, fence}
-	return m, nil
+	return m
 }
 
 func (m *mutex) stored() string { return m.rkey }
@@ -135,7 +144,7 @@ func (m *mutex) release(value string, herald bool) request {
 	if !herald || m.qkey == "" {
 		return newRequest(driver.ScriptRelease, m.names[:1], value)
 	}
-	return newRequest(driver.ScriptRelease, m.names[:2], value, driver.ReleaseChannel(m.rkey))
+	return newRequest(driver.ScriptRelease, m.names[:2], value, driver.ReleaseChannel(m.notify))
 }
 
 // withdraw is the release of a lost round, which also marks that a writer
@@ -149,7 +158,7 @@ func (m *mutex) withdraw(value string, herald bool) request {
 	if !herald || m.qkey == "" {
 		return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark}, value, m.mark)
 	}
-	return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark, m.qkey}, value, m.mark, driver.ReleaseChannel(m.rkey))
+	return newRequest(driver.ScriptWithdraw, []string{m.rkey, mark, m.qkey}, value, m.mark, driver.ReleaseChannel(m.notify))
 }
 
 // send makes request r to node i and returns the reply: SET NX PX's as 1

@@ -97,7 +97,7 @@ func TestScriptArity(t *testing.T) {
 	n := memory.New()
 	want := map[driver.Script]string{
 		driver.ScriptRelease:        "ERR release script takes 1 or 2 keys and 1 or 2 arguments",
-		driver.ScriptEnqueue:        "ERR enqueue script takes 2 keys and 3 arguments",
+		driver.ScriptEnqueue:        "ERR enqueue script takes 2 or more keys and 3 arguments",
 		driver.ScriptDequeue:        "ERR dequeue script takes 1 key and 1 argument",
 		driver.ScriptExtend:         "ERR extend script takes 1 key and 2 arguments",
 		driver.ScriptAcquireFenced:  "ERR acquire-fenced script takes 2 keys and 2 arguments",

@@ -54,7 +54,7 @@ func (s span) count(noun string) string {
 // scriptImpls holds the node's implementation of each protocol script.
 var scriptImpls = map[driver.Script]scriptImpl{
 	driver.ScriptRelease:        {span{1, 2}, span{1, 2}, (*Node).release},
-	driver.ScriptEnqueue:        {span{2, 2}, span{3, 3}, (*Node).enqueue},
+	driver.ScriptEnqueue:        {span{2, many}, span{3, 3}, (*Node).enqueue},
 	driver.ScriptDequeue:        {span{1, 1}, span{1, 1}, (*Node).dequeue},
 	driver.ScriptExtend:         {span{1, 1}, span{2, 2}, (*Node).extend},
 	driver.ScriptAcquireFenced:  {span{2, 2}, span{2, 2}, (*Node).acquireFenced},
@@ -136,15 +136,18 @@ func (n *Node) handOff(c *scriptCall, queue, prefix []string) int64 {
 }
 
 // enqueue is driver.ScriptEnqueue: it appends a ticket to the lock's wait
-// queue and sets the queue's expiry, unless the lock is free and the call
-// is not forced.
+// queue and sets the queue's expiry, unless the lock is free (any of its
+// keys missing: the keys after the queue are a semaphore's other slots)
+// and the call is not forced.
 func (n *Node) enqueue(c *scriptCall) (any, error) {
 	ttl, err := expireTime(c.args[1])
 	if err != nil {
 		return nil, err
 	}
-	if e, ok := n.data[c.keys[0]]; c.args[2] != "force" && (!ok || !e.live(c.now)) {
-		return int64(0), nil
+	for i, k := range c.keys {
+		if e, ok := n.data[k]; i != 1 && c.args[2] != "force" && (!ok || !e.live(c.now)) {
+			return int64(0), nil
+		}
 	}
 	q := n.data[c.keys[1]]
 	if !q.live(c.now) {

@@ -45,7 +45,9 @@ const (
 	// ARGV[2] milliseconds, returning 1; but when ARGV[3] is not "force"
 	// and the lock is free, it does nothing and returns 0: the waiter
 	// should try again at once rather than wait for a release that
-	// already happened.
+	// already happened. Keys after the queue are more keys of the lock
+	// (a semaphore's other permit slots, PermitKey): the lock is free
+	// when any one of KEYS[1] and them is missing.
 	ScriptEnqueue
 
 	// ScriptDequeue removes the waiter ticket ARGV[1] from the wait queue
@@ -190,8 +192,12 @@ for i = 1, #KEYS do
 	end
 end
 return 1`},
-		ScriptEnqueue: {name: "enqueue", source: `if ARGV[3] ~= "force" and redis.call("exists", KEYS[1]) == 0 then
-	return 0
+		ScriptEnqueue: {name: "enqueue", source: `if ARGV[3] ~= "force" then
+	for i = 1, #KEYS do
+		if i ~= 2 and redis.call("exists", KEYS[i]) == 0 then
+			return 0
+		end
+	end
 end
 redis.call("rpush", KEYS[2], ARGV[1])
 redis.call("pexpire", KEYS[2], ARGV[2])
@@ -428,6 +434,19 @@ const WriterSuffix = ":writer"
 // WriterSuffix; ok is false when no such name exists (a key with no hash
 // tag that contains "}"), and core then refuses the key for read locks.
 func WriterKey(key string) (mark string, ok bool) { return sideKey(key, WriterSuffix) }
+
+// PermitSuffix begins the name of a semaphore's permit slot; see PermitKey.
+const PermitSuffix = ":permit:"
+
+// PermitKey returns the name of permit slot i (0 to K-1) of the semaphore
+// key (the stored key): an ordinary lock key, held by one permit's holder,
+// in key's cluster slot, named as FenceKey names the counter but with
+// PermitSuffix and i ("{jobs}:permit:3" for "jobs"). ok is false when no
+// such name exists (a key with no hash tag that contains "}"), and core
+// then refuses the key for semaphores.
+func PermitKey(key string, i int) (slot string, ok bool) {
+	return sideKey(key, PermitSuffix+strconv.Itoa(i))
+}
 
 // sideKey names a key that lives beside key in its cluster slot.
 func sideKey(key, suffix string) (string, bool) {
