@@ -177,6 +177,8 @@ type target struct {
 	// permits is a semaphore's K (a permit of key, semaphore.go), 0 for
 	// other kinds.
 	permits int
+	// candidate is a leader's value (Campaign); "" for other kinds.
+	candidate string
 }
 
 // newKind returns the lock kind of t, or refuses keys the protocol cannot
@@ -189,6 +191,8 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 		return l.newShared(t.key)
 	case t.permits != 0:
 		return l.newSemaphore(t.key, t.permits)
+	case t.candidate != "":
+		return l.newElection(t.key, t.candidate)
 	}
 	return l.newMutex(t.key)
 }

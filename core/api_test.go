@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// core's API fits on one screen: `go doc -short` lists at most 35 lines
+// core's API fits on one screen: `go doc -short` lists at most 36 lines
 // (a line per top-level declaration group and per type, and one per
 // constant group, variable group and constructor of each type).
 func TestAPIFitsOneScreen(t *testing.T) {
@@ -46,5 +46,5 @@ func TestAPIFitsOneScreen(t *testing.T) {
 			lines = append(lines, "  "+f.Name)
 		}
 	}
-	require.LessOrEqual(t, len(lines), 35, "go doc -short ./core:\n%s", strings.Join(lines, "\n"))
+	require.LessOrEqual(t, len(lines), 36, "go doc -short ./core (35, and 1 for type Leader, leader election's one addition):\n%s", strings.Join(lines, "\n"))
 }

@@ -14,7 +14,7 @@ import (
 // shared and multi-key locks.
 
 // kindName names k for observers (Event.Lock): lockMulti, lockShared,
-// lockSemaphore or lockMutex.
+// lockSemaphore, lockLeader or lockMutex.
 func kindName(k lockKind) string {
 	switch k.(type) {
 	case *keySet:
@@ -23,6 +23,8 @@ func kindName(k lockKind) string {
 		return lockShared
 	case *permit, *semaphore:
 		return lockSemaphore
+	case *election:
+		return lockLeader
 	}
 	return lockMutex
 }

@@ -127,7 +127,8 @@ func (k *Lock) Validity() time.Duration {
 }
 
 // Token returns the lock's fencing token when the Locker has fencing on
-// (WithFencing), and 0 otherwise. It is larger than the token of every
+// (WithFencing), and 0 otherwise; a leader's lock (Campaign) always has
+// one, its term. It is larger than the token of every
 // acquisition of the same key (and key prefix) that completed before this
 // one began, through any Locker over the same nodes; tokens are not
 // consecutive. Send it with every write to the protected storage, and

@@ -41,7 +41,7 @@ const (
 	// OpRelease is a Release that asked the nodes (a second Release of the
 	// same lock is not reported).
 	OpRelease Op = "release"
-	// OpInspect is Locker.Inspect, which only reads.
+	// OpInspect is Locker.Inspect (and Leader, Observe), which only read.
 	OpInspect Op = "inspect"
 	// OpLost is a held lock that ended without a Release: an extension
 	// found it gone, it was at risk (ErrLockAtRisk), or its validity ran
@@ -65,7 +65,8 @@ type Event struct {
 	Key string
 	// Lock is the kind of lock: "mutex" (Acquire, TryAcquire, Do),
 	// "multi" (AcquireAll, TryAcquireAll), "shared" (AcquireShared,
-	// TryAcquireShared) or "semaphore" (AcquirePermit, TryAcquirePermit).
+	// TryAcquireShared), "semaphore" (AcquirePermit, TryAcquirePermit)
+	// or "leader" (Campaign).
 	Lock string
 	// Start is when the operation began (when the loss was noticed, for
 	// OpLost); Duration how long it took (zero for OpLost).
@@ -202,6 +203,8 @@ func (t target) lockName() string {
 		return lockShared
 	case t.permits > 0:
 		return lockSemaphore
+	case t.candidate != "":
+		return lockLeader
 	}
 	return lockMutex
 }

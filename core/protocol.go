@@ -667,7 +667,7 @@ func (l *Locker) leaderRound(ctx context.Context, call nodeCall) []NodeResult {
 // the acquisition waits for another round: a writer marks that it waits);
 // it reports whether that handed the key on.
 func (l *Locker) acquireOnce(ctx context.Context, key string, k lockKind, woken wakeKind, waits bool) (*Lock, *QuorumError, bool) {
-	value := newValue()
+	value := lockValue(k)
 	ttl := l.o.ttl
 	start := l.o.clock.Now()
 	call, counters := l.grantCall(k, value, woken == wokenByTicket)

@@ -96,12 +96,12 @@ func TestNilOptions(t *testing.T) {
 func TestScriptArity(t *testing.T) {
 	n := memory.New()
 	want := map[driver.Script]string{
-		driver.ScriptRelease:        "ERR release script takes 1 or 2 keys and 1 or 2 arguments",
+		driver.ScriptRelease:        "ERR release script takes 1 or 2 keys and 1 to 3 arguments",
 		driver.ScriptEnqueue:        "ERR enqueue script takes 2 or more keys and 3 arguments",
 		driver.ScriptDequeue:        "ERR dequeue script takes 1 key and 1 argument",
 		driver.ScriptExtend:         "ERR extend script takes 1 key and 2 arguments",
-		driver.ScriptAcquireFenced:  "ERR acquire-fenced script takes 2 keys and 2 arguments",
-		driver.ScriptAcquireGuarded: "ERR acquire-guarded script takes 2 or 3 keys and 3 arguments",
+		driver.ScriptAcquireFenced:  "ERR acquire-fenced script takes 2 keys and 2 or 3 arguments",
+		driver.ScriptAcquireGuarded: "ERR acquire-guarded script takes 2 or 3 keys and 3 or 4 arguments",
 		driver.ScriptAdopt:          "ERR adopt script takes 1 key and no arguments",
 		driver.ScriptIdentify:       "ERR identify script takes 1 key and 1 argument",
 		driver.ScriptInspect:        "ERR inspect script takes 1 or 2 keys and no arguments",
@@ -113,6 +113,7 @@ func TestScriptArity(t *testing.T) {
 		driver.ScriptExtendShared:   "ERR extend-shared script takes 2 keys and 2 arguments",
 		driver.ScriptReleaseShared:  "ERR release-shared script takes 2 or 3 keys and 1 or 2 arguments",
 		driver.ScriptWithdraw:       "ERR withdraw script takes 2 or 3 keys and 2 or 3 arguments",
+		driver.ScriptLeader:         "ERR leader script takes 2 keys and no arguments",
 	}
 	four := []string{"a", "b", "c", "d"}
 	for _, s := range driver.Scripts() {

@@ -53,12 +53,12 @@ func (s span) count(noun string) string {
 
 // scriptImpls holds the node's implementation of each protocol script.
 var scriptImpls = map[driver.Script]scriptImpl{
-	driver.ScriptRelease:        {span{1, 2}, span{1, 2}, (*Node).release},
+	driver.ScriptRelease:        {span{1, 2}, span{1, 3}, (*Node).release},
 	driver.ScriptEnqueue:        {span{2, many}, span{3, 3}, (*Node).enqueue},
 	driver.ScriptDequeue:        {span{1, 1}, span{1, 1}, (*Node).dequeue},
 	driver.ScriptExtend:         {span{1, 1}, span{2, 2}, (*Node).extend},
-	driver.ScriptAcquireFenced:  {span{2, 2}, span{2, 2}, (*Node).acquireFenced},
-	driver.ScriptAcquireGuarded: {span{2, 3}, span{3, 3}, (*Node).acquireGuarded},
+	driver.ScriptAcquireFenced:  {span{2, 2}, span{2, 3}, (*Node).acquireFenced},
+	driver.ScriptAcquireGuarded: {span{2, 3}, span{3, 4}, (*Node).acquireGuarded},
 	driver.ScriptAdopt:          {span{1, 1}, span{0, 0}, (*Node).adopt},
 	driver.ScriptIdentify:       {span{1, 1}, span{1, 1}, (*Node).identify},
 	driver.ScriptInspect:        {span{1, 2}, span{0, 0}, (*Node).inspect},
@@ -70,6 +70,7 @@ var scriptImpls = map[driver.Script]scriptImpl{
 	driver.ScriptExtendShared:   {span{2, 2}, span{2, 2}, (*Node).extendShared},
 	driver.ScriptReleaseShared:  {span{2, 3}, span{1, 2}, (*Node).releaseShared},
 	driver.ScriptWithdraw:       {span{2, 3}, span{2, 3}, (*Node).withdraw},
+	driver.ScriptLeader:         {span{2, 2}, span{0, 0}, (*Node).leader},
 }
 
 // many is the upper end of a span with no limit.
@@ -101,13 +102,39 @@ func (n *Node) run(sha string, keys, args []string) (any, []func(), error) {
 
 // release is driver.ScriptRelease: it deletes the lock if it holds the
 // value and, given a wait queue and a channel prefix, hands the lock to the
-// waiter at the queue's head by publishing its ticket.
+// waiter at the queue's head by publishing its ticket; given a leader's
+// channel (the third argument), it first publishes "released" there.
 func (n *Node) release(c *scriptCall) (any, error) {
 	if e, ok := n.data[c.keys[0]]; !ok || !e.live(c.now) || e.value != c.args[0] {
 		return int64(0), nil
 	}
 	delete(n.data, c.keys[0])
-	return n.handOff(c, c.keys[1:], c.args[1:]), nil
+	if len(c.args) == 3 {
+		c.notify = append(c.notify, n.publish(c.args[2], "released")...)
+	}
+	return n.handOff(c, c.keys[1:], c.args[1:min(len(c.args), 2)]), nil
+}
+
+// announce publishes a leader's grant on the channel given as argument i,
+// if any, once the script set the key (answer > 0).
+func (n *Node) announce(c *scriptCall, i int, answer int64) {
+	if answer > 0 && len(c.args) > i {
+		c.notify = append(c.notify, n.publish(c.args[i], "granted")...)
+	}
+}
+
+// leader is driver.ScriptLeader: {value, counter} of a live key, the
+// counter 0 when missing, or {} when the key does not exist.
+func (n *Node) leader(c *scriptCall) (any, error) {
+	e, ok := n.data[c.keys[0]]
+	if !ok || !e.live(c.now) || e.list != nil {
+		return []any{}, nil
+	}
+	counter, err := n.counter(c.keys[1], c.now)
+	if err != nil {
+		return nil, err
+	}
+	return []any{e.value, counter}, nil
 }
 
 // handOff ends a release that deleted the lock: given a wait queue (the
@@ -204,6 +231,7 @@ func (n *Node) acquireFenced(c *scriptCall) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.announce(c, 2, answer)
 	return answer, nil
 }
 
@@ -231,6 +259,7 @@ func (n *Node) acquireGuarded(c *scriptCall) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.announce(c, 3, answer)
 	return answer, nil
 }
 

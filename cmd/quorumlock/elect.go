@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-
-	"github.com/quorumlock/quorumlock/core"
 )
 
 // againPause is how long elect --again waits between a term's end and the
@@ -46,11 +44,7 @@ func electCommand(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	var opts []core.Option
-	if s.cfg.Tries == 0 {
-		opts = append(opts, core.WithTries(unlimitedTries))
-	}
-	locker, err := newLocker(s.cfg, opts...)
+	locker, err := newLocker(s.cfg) // a campaign makes rounds until ctx ends
 	if err != nil {
 		return failure(stderr, "elect", want, &s, err)
 	}

@@ -37,7 +37,12 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
-	printState(stdout, st, s.value)
+	// A key that a lock of another kind holds has no leader.
+	leader, err := locker.Leader(context.Background(), pos[0])
+	if err != nil && !errors.Is(err, core.ErrNotLeaderKey) {
+		return failure(stderr, "status", w, &s, err)
+	}
+	printState(stdout, st, leader, s.value)
 	if st.Held() {
 		return exitOK
 	}
@@ -61,7 +66,7 @@ func permitsStatus(locker *core.Locker, w wanted, s *settings, stdout, stderr io
 	fmt.Fprintf(stdout, "%s: %d of %d permits in use\n", w.keys[0], used, w.permits)
 	for _, st := range states {
 		var b strings.Builder
-		printState(&b, st, s.value)
+		printState(&b, st, core.Leader{}, s.value)
 		for line := range strings.Lines(b.String()) {
 			fmt.Fprint(stdout, "  "+line)
 		}
@@ -72,12 +77,16 @@ func permitsStatus(locker *core.Locker, w wanted, s *settings, stdout, stderr io
 	return exitFree
 }
 
-// printState writes a summary line, then one line per node, then, when
-// readers hold the key (a shared lock), one line per reader.
-func printState(w io.Writer, st *core.KeyState, showValue bool) {
+// printState writes a summary line (naming the leader, when one holds the
+// key), then one line per node, then, when readers hold the key (a shared
+// lock), one line per reader.
+func printState(w io.Writer, st *core.KeyState, leader core.Leader, showValue bool) {
 	value, on, ttl := st.Holder()
 	readers := readersOf(st)
 	switch {
+	case st.Held() && leader.Term != 0:
+		fmt.Fprintf(w, "%s: led by %s (term %d) on %d of %d nodes (quorum %d), %s\n",
+			st.Key, leader.Value, leader.Term, on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case st.Held() && value == driver.SharedValue:
 		fmt.Fprintf(w, "%s: held by %s on %d of %d nodes (quorum %d), %s\n",
 			st.Key, readerCount(heldCount(readers)), on, len(st.Nodes), st.Quorum, leftText(ttl))

@@ -22,7 +22,10 @@ const (
 	// publishes it on the channel of the ticket's owner (WaiterChannel:
 	// only that Locker hears it, and only that waiter wakes), and returns 2;
 	// a shared waiter's ticket (ReaderTicket) brings every shared waiter's
-	// ticket queued right behind it along.
+	// ticket queued right behind it along. When it deleted the key and
+	// ARGV[3] is given (a leader's key: ARGV[2] is then "" on nodes other
+	// than the herald), it first publishes "released" on the channel
+	// ARGV[3] (LeaderChannel).
 	ScriptRelease Script = iota
 
 	// ScriptExtend sets the expiry of KEYS[1] to ARGV[2] milliseconds if it
@@ -32,7 +35,9 @@ const (
 	// ScriptAcquireFenced sets KEYS[1] to ARGV[1] with an expiry of ARGV[2]
 	// milliseconds if it does not exist, as SET NX PX does, and then
 	// increments the counter KEYS[2] and returns its new value; it returns
-	// 0 if the key existed.
+	// 0 if the key existed. When it set the key and ARGV[3] is given (a
+	// leader's grant), it publishes "granted" on the channel ARGV[3]
+	// (LeaderChannel).
 	ScriptAcquireFenced
 
 	// ScriptRaiseFence raises each counter in KEYS (one or more) to
@@ -68,7 +73,8 @@ const (
 	// expiry of ARGV[2] milliseconds if it does not exist, as SET NX PX
 	// does, and returns 0 if it existed; when it set it, it returns 1, or,
 	// when the fencing counter KEYS[3] is given, increments it and returns
-	// its new value, as ScriptAcquireFenced does.
+	// its new value, as ScriptAcquireFenced does, and publishes on the
+	// channel ARGV[4] when given, as ScriptAcquireFenced does on ARGV[3].
 	ScriptAcquireGuarded
 
 	// ScriptAdopt sets the birth key KEYS[1] to 0, which marks the node
@@ -165,6 +171,12 @@ const (
 	// waits, and answers 0. Otherwise it answers 0.
 	ScriptWithdraw
 
+	// ScriptLeader reads a leader's key KEYS[1] and its fencing counter
+	// KEYS[2] without changing them: {value, counter} while the key
+	// exists (counter 0 when missing), {} when it does not.
+	// Locker.Leader and Locker.Observe run it.
+	ScriptLeader
+
 	scriptCount = iota
 )
 
@@ -176,13 +188,20 @@ var scriptTexts = func() [scriptCount]scriptText {
 	return 0
 end
 redis.call("del", KEYS[1])
+if ARGV[3] then
+	redis.call("publish", ARGV[3], "released")
+end
 return handoff(KEYS[2], ARGV[2])`},
 		ScriptExtend: {name: "extend", source: `if redis.call("get", KEYS[1]) == ARGV[1] then
 	return redis.call("pexpire", KEYS[1], ARGV[2])
 end
 return 0`},
 		ScriptAcquireFenced: {name: "acquire-fenced", source: `if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
-	return redis.call("incr", KEYS[2])
+	local c = redis.call("incr", KEYS[2])
+	if ARGV[3] then
+		redis.call("publish", ARGV[3], "granted")
+	end
+	return c
 end
 return 0`},
 		ScriptRaiseFence: {name: "raise-fence", source: `local t = tonumber(ARGV[1])
@@ -226,6 +245,9 @@ end
 if not redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then
 	return 0
 end
+if ARGV[4] then
+	redis.call("publish", ARGV[4], "granted")
+end
 if KEYS[3] then
 	return redis.call("incr", KEYS[3])
 end
@@ -260,6 +282,11 @@ return out`},
 		ScriptExtendShared:  {name: "extend-shared", source: luaInt + luaNow + luaShared + luaStretch + luaExtendShared},
 		ScriptReleaseShared: {name: "release-shared", source: luaNow + luaShared + luaStretch + luaHandOff + luaReleaseShared},
 		ScriptWithdraw:      {name: "withdraw", source: luaInt + luaShared + luaHandOff + luaWithdraw},
+		ScriptLeader: {name: "leader", source: `local v = redis.call("get", KEYS[1])
+if not v then
+	return {}
+end
+return {v, tonumber(redis.call("get", KEYS[2])) or 0}`},
 	}
 	for i := range t {
 		sum := sha1.Sum([]byte(t[i].source))
@@ -369,6 +396,11 @@ func WaiterChannel(key, owner string) string { return ReleaseChannel(key) + ":" 
 // ScriptRelease hands key (the stored key, with the Locker's prefix) to a
 // waiter; see WaiterChannel.
 func ReleaseChannel(key string) string { return "quorumlock:released:" + key }
+
+// LeaderChannel is the pub/sub channel on which a leader's grant and
+// release (Locker.Campaign) announce a change of key's leader (the stored
+// key): Locker.Observe listens on it and reads the leader again.
+func LeaderChannel(key string) string { return "quorumlock:leader:" + key }
 
 // FenceSuffix ends the name of the counter that holds a key's fencing
 // tokens; see FenceKey.
