@@ -37,9 +37,10 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
-	// A key that a lock of another kind holds has no leader.
+	// Leader refuses a key that a lock of another kind holds, as invalid
+	// for an election: such a key has no leader. (Inspect took the key.)
 	leader, err := locker.Leader(context.Background(), pos[0])
-	if err != nil && !errors.Is(err, core.ErrNotLeaderKey) {
+	if err != nil && !errors.Is(err, core.ErrInvalidArgument) {
 		return failure(stderr, "status", w, &s, err)
 	}
 	printState(stdout, st, leader, s.value)
