@@ -176,8 +176,9 @@ bench-smoke: redis
 ## lock keys left after the TTL (must be 0) and the slowest acquisition;
 ## fails on a violation or a key left. Then the same rig's other workloads,
 ## CHAOS_KIND_SEEDS seeds each (default 5, about a minute each): rw (shared
-## locks read a register that plain locks write) and multi (AcquireAll
-## over overlapping sets of keys). CHAOS_FLAGS passes flags to all three
+## locks read a register that plain locks write), multi (AcquireAll
+## over overlapping sets of keys) and semaphore (AcquirePermit, 2 permits
+## a key: a count of holders that must never pass 2). CHAOS_FLAGS passes flags to all
 ## (make chaos CHAOS_FLAGS="-seeds 5 -v"). Last, the safety envelope
 ## (cmd/envelope): one server's clock fast under libfaketime (x1 to x1.05), holders paused
 ## below and past the TTL, with and without fencing; about 30 s. Prints
@@ -192,6 +193,7 @@ chaos: redis
 	cd $(SAFETY) && $(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload rw -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload multi -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
+	cd $(SAFETY) && $(GO) run ./cmd/chaos -workload semaphore -seeds $(CHAOS_KIND_SEEDS) $(CHAOS_FLAGS)
 	cd $(SAFETY) && $(GO) run ./cmd/envelope $(ENVELOPE_FLAGS)
 
 ## fuzz: every fuzz target for FUZZTIME each (default 60s); the seed

@@ -316,7 +316,7 @@ func lastReaderLeavesNoKey(t *testing.T, h Harness, n int, s Strategy) {
 // keysKeptAlive holds a lock of a new kind, kept alive, for three TTLs: a
 // reader when shared, else a set of two keys. It must stay on a quorum of
 // servers and live, and its release must leave no key.
-func keysKeptAlive(t *testing.T, h Harness, shared bool) {
+func keysKeptAlive(t *testing.T, h Harness, shared lockOf) {
 	servers := h.Shared(t, 3)
 	// Four extensions, each bounded by the node timeout, fit before the
 	// lock would be at risk (TTL - drift - TTL/5): a loaded machine's
@@ -355,13 +355,16 @@ func keysKeptAlive(t *testing.T, h Harness, shared bool) {
 	}
 }
 
-// takeKind takes a reader of a new key when shared, else a set of two new
-// keys, and returns it, a function counting the servers that hold it, and
+// takeKind takes a reader of a new key (kindReader), a permit of a new
+// semaphore (kindPermit), or a set of two new keys, and returns it, a function counting the servers that hold it, and
 // the keys the servers keep for it.
-func takeKind(t *testing.T, l *core.Locker, servers Servers, shared bool) (*core.Lock, func() int, []string) {
+func takeKind(t *testing.T, l *core.Locker, servers Servers, shared lockOf) (*core.Lock, func() int, []string) {
 	t.Helper()
 	ctx, base := t.Context(), key(t)
-	if shared {
+	if shared == kindPermit {
+		return takePermit(t, l, servers)
+	}
+	if shared == kindReader {
 		lock, err := l.AcquireShared(ctx, base)
 		require.NoError(t, err)
 		// Inspect through a Locker of the default node timeout.
@@ -391,10 +394,10 @@ func takeKind(t *testing.T, l *core.Locker, servers Servers, shared bool) (*core
 }
 
 // keysLost keeps a lock of a new kind alive and deletes, on a majority of
-// servers, a reader's entry (its readers set) when shared, else one key of
-// a set of two: the next extension is refused there, which ends the lock
+// servers, a reader's entry (its readers set), a permit's slot, or one
+// key of a set of two: the next extension is refused there, which ends the lock
 // at once, long before its validity would have run out.
-func keysLost(t *testing.T, h Harness, shared bool) {
+func keysLost(t *testing.T, h Harness, shared lockOf) {
 	servers := h.Shared(t, 3)
 	const ttl, interval = 1500 * time.Millisecond, 300 * time.Millisecond
 	l := newLocker(t, servers.Nodes(t), parallel, core.WithTTL(ttl), core.WithKeepAlive(interval))
@@ -404,7 +407,7 @@ func keysLost(t *testing.T, h Harness, shared bool) {
 	require.NoError(t, lock.Err())
 
 	for i := range quorumOf(3) {
-		require.NoError(t, servers.Del(ctx, i, ks[1]))
+		require.NoError(t, servers.Del(ctx, i, ks[len(ks)-1]))
 	}
 	deleted := time.Now()
 	bound := time.NewTimer(ttl + time.Second)
@@ -412,7 +415,7 @@ func keysLost(t *testing.T, h Harness, shared bool) {
 	select {
 	case <-lock.Done():
 	case <-bound.C:
-		t.Fatalf("Done still open %v after %q was deleted from a majority", ttl+time.Second, ks[1])
+		t.Fatalf("Done still open %v after %q was deleted from a majority", ttl+time.Second, ks[len(ks)-1])
 	}
 	// One interval until the extension, one node timeout for it, and room
 	// for a loaded machine (as in DeletedKeyLostAtNextExtension).
@@ -434,7 +437,7 @@ func keysLost(t *testing.T, h Harness, shared bool) {
 		assert.ErrorIs(t, err, core.ErrNotHeld)
 	}
 	left := ks
-	if shared {
+	if shared == kindReader {
 		left = ks[1:] // the key itself expires with its last reader
 	}
 	for _, k := range left {

@@ -197,7 +197,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 
 // runLockKinds runs, in parallel, the Locker group (the plain lock's
 // properties at each point of cfg's matrix) and the MultiKey and Shared
-// groups of the other lock kinds.
+// groups of the other lock kinds, and the Semaphore group.
 func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	t.Run("Locker", func(t *testing.T) {
 		t.Parallel()
@@ -212,13 +212,26 @@ func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	})
 	t.Run("MultiKey", func(t *testing.T) {
 		t.Parallel()
-		runKind(t, h, cfg, runMultiKey, false, "DeletedKeyLostAtNextExtension")
+		runKind(t, h, cfg, runMultiKey, kindSet, "DeletedKeyLostAtNextExtension")
 	})
 	t.Run("Shared", func(t *testing.T) {
 		t.Parallel()
-		runKind(t, h, cfg, runShared, true, "DeletedReaderLostAtNextExtension")
+		runKind(t, h, cfg, runShared, kindReader, "DeletedReaderLostAtNextExtension")
+	})
+	t.Run("Semaphore", func(t *testing.T) {
+		t.Parallel()
+		runKind(t, h, cfg, runSemaphore, kindPermit, "DeletedSlotLostAtNextExtension")
 	})
 }
+
+// lockOf is the lock a kind's life checks take (takeKind).
+type lockOf uint8
+
+const (
+	kindSet    lockOf = iota // a multi-key lock of two keys
+	kindReader               // a shared (read) lock
+	kindPermit               // a permit of a semaphore of one
+)
 
 // kindCheck is one check of a lock kind at a point of the matrix; a
 // greedy one runs, under the full matrix, only with the greedy
@@ -247,9 +260,9 @@ func runKindChecks(t *testing.T, h Harness, n int, s Strategy, checks []kindChec
 // of cfg's matrix (N=<n>/<strategy>), and its life after acquisition once,
 // as Lifecycle does a plain lock's, since that is not about strategies:
 // kept alive, and lost at the next extension (the check named lost) once
-// a key (a set's) or its entry (a reader's, with shared) is gone from a
-// majority.
-func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), shared bool, lost string) {
+// a key (a set's, a permit's slot) or its entry (a reader's) is gone
+// from a majority.
+func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), shared lockOf, lost string) {
 	for _, n := range cfg.sizes {
 		for _, s := range cfg.strategies {
 			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,8 +175,8 @@ type target struct {
 	key    string   // the key, or the set's keys joined by commas
 	set    []string // a multi-key lock's keys, sorted; nil otherwise
 	shared bool     // a read lock
-	// permits is a semaphore's K (a permit of key, semaphore.go), 0 for
-	// other kinds.
+	// sem: a permit of the semaphore key of permits (semaphore.go).
+	sem     bool
 	permits int
 	// candidate is a leader's value (Campaign); "" for other kinds.
 	candidate string
@@ -189,7 +190,7 @@ func (l *Locker) newKind(t target) (lockKind, error) {
 		return l.newKeySet(t.set)
 	case t.shared:
 		return l.newShared(t.key)
-	case t.permits != 0:
+	case t.sem:
 		return l.newSemaphore(t.key, t.permits)
 	case t.candidate != "":
 		return l.newElection(t.key, t.candidate)
@@ -333,6 +334,30 @@ func (a *acquisition) round(k lockKind, woken wakeKind) (*Lock, *QuorumError, bo
 	lock, qe, handed := a.l.acquireOnce(a.ctx, a.key, k, woken, a.counted < a.tries)
 	if a.counted >= a.tries && split(qe, handed) {
 		lock, qe = a.settle(k, qe)
+	}
+	return lock, qe, handed
+}
+
+// sweep is one try of the acquisition: a round (round), or for a
+// semaphore a round per slot, from a random one, until one wins or one
+// loses for another reason than a holder. It reports whether any clean-up
+// handed the key on.
+func (a *acquisition) sweep(woken wakeKind) (lock *Lock, qe *QuorumError, handed bool) {
+	s, ok := a.kind.(*semaphore)
+	if !ok {
+		return a.round(a.kind, woken)
+	}
+	start := rand.IntN(len(s.slots))
+	for j := range s.slots {
+		if j > 0 {
+			a.rounds++
+		}
+		var h bool
+		lock, qe, h = a.round(s.slots[(start+j)%len(s.slots)], woken)
+		handed = handed || h
+		if qe == nil || qe.Reason != ErrNotAcquired || qe.Context != nil {
+			break
+		}
 	}
 	return lock, qe, handed
 }

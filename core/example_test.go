@@ -284,3 +284,34 @@ func ExampleLocker_AcquireShared() {
 	// writer refused: true
 	// writer after the readers: true
 }
+
+// A semaphore of two permits: two holders at once, the third refused
+// until one releases. Each permit is a Lock like any other.
+func ExampleLocker_AcquirePermit() {
+	ctx := context.Background()
+	locker, err := core.New(memory.AsNodes(memory.NewNodes(3)))
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	a, err := locker.AcquirePermit(ctx, "encoders", 2)
+	if err != nil {
+		panic(err)
+	}
+	b, err := locker.AcquirePermit(ctx, "encoders", 2)
+	if err != nil {
+		panic(err)
+	}
+	_, err = locker.TryAcquirePermit(ctx, "encoders", 2)
+	fmt.Println("third:", errors.Is(err, core.ErrNotAcquired))
+
+	_ = a.Release(ctx)
+	c, err := locker.TryAcquirePermit(ctx, "encoders", 2)
+	fmt.Println("after a release:", err, c.Key())
+	_ = b.Release(ctx)
+	_ = c.Release(ctx)
+	// Output:
+	// third: true
+	// after a release: <nil> encoders
+}

@@ -451,6 +451,15 @@ func (l *Locker) newHandoffWaiter(ctx context.Context, k lockKind, force bool) *
 	return &handoffWaiter{l: l, ctx: ctx, rkey: k.stored(), qkey: k.queue(), holds: holdKeys(k), force: force, shares: k.shares()}
 }
 
+// holdKeys returns the keys that all hold k while it is taken: a
+// semaphore's slots, else its stored key.
+func holdKeys(k lockKind) []string {
+	if s, ok := k.(*semaphore); ok {
+		return s.holds
+	}
+	return []string{k.stored()}
+}
+
 func (h *handoffWaiter) startRound() (wakeKind, bool) {
 	if h.w != nil {
 		h.l.hub.listen(h.w, h.me) // before the round: a release during it counts

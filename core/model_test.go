@@ -277,6 +277,8 @@ var modelOps = []struct {
 	{"TryAcquireAll", 1, func(w *world, s step) { w.acquireKind(s, false, true) }},
 	{"AcquireShared", 3, func(w *world, s step) { w.acquireKind(s, true, false) }},
 	{"TryAcquireShared", 1, func(w *world, s step) { w.acquireKind(s, true, true) }},
+	{"AcquirePermit", 3, func(w *world, s step) { w.acquirePermit(s, false) }}, // model_sem_test.go
+	{"TryAcquirePermit", 1, func(w *world, s step) { w.acquirePermit(s, true) }},
 	{"Extend", 4, (*world).extend},
 	{"KeepAlive", 5, (*world).keepAlive},
 	{"Release", 6, (*world).release},
@@ -347,6 +349,7 @@ type holder struct {
 	keys   []string // the keys it holds: a set's, sorted, or the one key
 	set    bool     // a multi-key lock (AcquireAll)
 	shared bool     // a read lock: it conflicts only with exclusive holders
+	sem    string   // a permit's semaphore (key); keys is its slot
 	value  string
 	from   time.Time
 	until  time.Time // zero: still holding
@@ -360,6 +363,8 @@ func (h holder) kind() string {
 		return "read "
 	case h.set:
 		return "set "
+	case h.sem != "":
+		return "permit "
 	}
 	return ""
 }
@@ -367,7 +372,7 @@ func (h holder) kind() string {
 // target is what h holds, without its changing fields: it may be read
 // without w.mu.
 func (h *holder) target() holder {
-	return holder{key: h.key, keys: h.keys, set: h.set, shared: h.shared}
+	return holder{key: h.key, keys: h.keys, set: h.set, shared: h.shared, sem: h.sem}
 }
 
 // lockName names h's kind as Event.Lock does.
@@ -377,6 +382,8 @@ func (h *holder) lockName() string {
 		return "shared"
 	case h.set:
 		return "multi"
+	case h.sem != "":
+		return "semaphore"
 	}
 	return "mutex"
 }
@@ -636,7 +643,7 @@ func (w *world) acquireKind(s step, shared, try bool) {
 func (w *world) took(ml *modelLocker, h holder, lock *core.Lock, start time.Time) {
 	now := time.Now()
 	key := h.key
-	if lock.Key() != h.key || !slices.Equal(lock.Keys(), h.keys) || lock.Shared() != h.shared {
+	if lock.Key() != h.key || h.sem == "" && !slices.Equal(lock.Keys(), h.keys) || lock.Shared() != h.shared {
 		w.violate("L%d acquired %s (shared %v), but its lock says key %q, keys %q, shared %v",
 			ml.id, h.key, h.shared, lock.Key(), lock.Keys(), lock.Shared())
 	}
@@ -1392,6 +1399,7 @@ func (w *world) check() bool {
 	w.checkValues()
 	w.checkKeeper()
 	w.checkWakes()
+	w.checkPermits()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.violations) == 0

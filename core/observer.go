@@ -201,7 +201,7 @@ func (t target) lockName() string {
 		return lockMulti
 	case t.shared:
 		return lockShared
-	case t.permits > 0:
+	case t.sem:
 		return lockSemaphore
 	case t.candidate != "":
 		return lockLeader

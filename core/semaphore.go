@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"math/rand/v2"
 
 	"github.com/quorumlock/quorumlock/core/driver"
 )
@@ -35,7 +34,7 @@ func (l *Locker) AcquirePermit(ctx context.Context, key string, permits int) (*L
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, target{key: key, permits: permitsOrBad(permits)}, l.o.tries)
+	return l.acquire(ctx, target{key: key, sem: true, permits: permits}, l.o.tries)
 }
 
 // TryAcquirePermit makes one sweep to take a permit of the semaphore key,
@@ -45,7 +44,7 @@ func (l *Locker) TryAcquirePermit(ctx context.Context, key string, permits int) 
 	if l.zero() {
 		return nil, errZeroLocker
 	}
-	return l.acquire(ctx, target{key: key, permits: permitsOrBad(permits)}, tryOnce)
+	return l.acquire(ctx, target{key: key, sem: true, permits: permits}, tryOnce)
 }
 
 // InspectPermits reads what every node holds in each permit slot of the
@@ -80,15 +79,6 @@ func (l *Locker) InspectPermits(ctx context.Context, key string, permits int) ([
 	return states, nil
 }
 
-// permitsOrBad returns permits, or -1 for a count that is out of range
-// (newSemaphore refuses it), so that 0 never reads as "no semaphore".
-func permitsOrBad(permits int) int {
-	if permits < 1 {
-		return -1
-	}
-	return permits
-}
-
 // permit is one slot of a semaphore: a mutex on the slot key whose wait
 // queue, release notices and fencing counter are the semaphore's.
 type permit struct {
@@ -115,7 +105,7 @@ type semaphore struct {
 // cannot share its cluster slot.
 func (l *Locker) newSemaphore(key string, permits int) (*semaphore, error) {
 	if permits < 1 || permits > maxPermits {
-		return nil, invalid("permits must be 1 to %d", maxPermits)
+		return nil, invalid("permits %d must be 1 to %d", permits, maxPermits)
 	}
 	rkey, fence, err := l.storedKeys(key)
 	if err != nil {
@@ -136,37 +126,4 @@ func (l *Locker) newSemaphore(key string, permits int) (*semaphore, error) {
 	}
 	s.permit = s.slots[0]
 	return s, nil
-}
-
-// holdKeys returns the keys that all hold k while it is taken: a
-// semaphore's slots, else its stored key.
-func holdKeys(k lockKind) []string {
-	if s, ok := k.(*semaphore); ok {
-		return s.holds
-	}
-	return []string{k.stored()}
-}
-
-// sweep is one try of the acquisition: a round (round), or for a
-// semaphore a round per slot, from a random one, until one wins or one
-// loses for another reason than a holder. It reports whether any clean-up
-// handed the key on.
-func (a *acquisition) sweep(woken wakeKind) (lock *Lock, qe *QuorumError, handed bool) {
-	s, ok := a.kind.(*semaphore)
-	if !ok {
-		return a.round(a.kind, woken)
-	}
-	start := rand.IntN(len(s.slots))
-	for j := range s.slots {
-		if j > 0 {
-			a.rounds++
-		}
-		var h bool
-		lock, qe, h = a.round(s.slots[(start+j)%len(s.slots)], woken)
-		handed = handed || h
-		if qe == nil || qe.Reason != ErrNotAcquired || qe.Context != nil {
-			break
-		}
-	}
-	return lock, qe, handed
 }

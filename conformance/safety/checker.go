@@ -17,9 +17,14 @@ type Section struct {
 	Key    string   // the lock's name: its keys joined by commas
 	Keys   []string // a multi-key lock's keys (Key alone when empty)
 	Shared bool     // under a shared (read) lock
-	Token  int64    // the fencing token, when the Locker has fencing on
-	Start  time.Duration
-	End    time.Duration
+	// Permits is K for a section under a permit of a semaphore of K, and
+	// Count the count of the key's holders its entry read (itself
+	// included): more than Permits is a violation.
+	Permits int
+	Count   int64
+	Token   int64 // the fencing token, when the Locker has fencing on
+	Start   time.Duration
+	End     time.Duration
 	// ValidUntil is when the lock stops being safe to use, as the client
 	// learnt it when the lock was granted (the lock's remaining validity
 	// added to a reading of the clock taken just before, so never later
@@ -29,8 +34,11 @@ type Section struct {
 
 func (s Section) String() string {
 	shared := ""
-	if s.Shared {
+	switch {
+	case s.Shared:
 		shared = " (shared)"
+	case s.Permits > 0:
+		shared = fmt.Sprintf(" (permit of %d, holder %d)", s.Permits, s.Count)
 	}
 	return fmt.Sprintf("client %d on %q%s [%v, %v] valid until %v token %d", s.Client, s.Key, shared, s.Start, s.End, s.ValidUntil, s.Token)
 }
@@ -91,6 +99,9 @@ const (
 	// of another lock's section that had ended before it began (only
 	// checked when tokens are recorded; a reader's only against writers').
 	StaleToken ViolationKind = "stale-token"
+	// TooMany: a permit holder's entry counted more holders of its key
+	// than the semaphore's permits (Section.Count above Section.Permits).
+	TooMany ViolationKind = "too-many-holders"
 )
 
 // Violation is one breach of safety found in a history. For the section
@@ -117,7 +128,8 @@ func (v Violation) String() string {
 
 // Check returns the violations in sections that the histories' models
 // cannot see, having no clock and no tokens: sections that began after
-// their validity ended or ran past it, and, when fenced is true, tokens
+// their validity ended or ran past it, permit holders that counted more
+// holders than permits, and, when fenced is true, tokens
 // that did not grow, key by key (a multi-key lock's section counts for
 // each of its keys). Overlapping sections are CheckHistories' to find.
 func Check(sections []Section, fenced bool) []Violation {
@@ -129,6 +141,9 @@ func Check(sections []Section, fenced bool) []Violation {
 			out = append(out, Violation{Kind: LateEntry, Section: s})
 		case s.End > s.ValidUntil:
 			out = append(out, Violation{Kind: Overrun, Section: s})
+		}
+		if s.Permits > 0 && s.Count > int64(s.Permits) {
+			out = append(out, Violation{Kind: TooMany, Section: s})
 		}
 		for _, k := range keysOf(s.Key, s.Keys) {
 			byKey[k] = append(byKey[k], s)

@@ -17,9 +17,12 @@
 //
 // Config.Workload says what the clients take: one key's plain lock
 // (MutexWorkload, the default); shared locks and plain locks (its writers)
-// on one key (ReadWriteWorkload); or sets of overlapping keys with
-// AcquireAll (MultiKeyWorkload). Under each, a holder works on the
-// registers of the keys it holds.
+// on one key (ReadWriteWorkload); sets of overlapping keys with
+// AcquireAll (MultiKeyWorkload); or permits of semaphores with
+// AcquirePermit (SemaphoreWorkload). Under each, a holder works on the
+// registers of the keys it holds; a permit's holder counts itself in its
+// key's count of holders (INCR on entry, DECR on exit), which must never
+// read more than the permits.
 //
 // # What is recorded
 //

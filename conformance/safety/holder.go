@@ -16,6 +16,9 @@ type holder struct {
 	hist   *History
 	regs   *Registers
 	rng    *rand.Rand
+	// permits is K of the semaphores whose permits it takes, 0 when it
+	// takes other locks.
+	permits int
 }
 
 // use is the holder's work under lock, whose validity ends at validUntil:
@@ -27,7 +30,7 @@ func (h *holder) use(ctx context.Context, lock *core.Lock, validUntil time.Durat
 		return err
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*h.ttl)
-	op := lockOp(h.client, lock, Extend)
+	op := h.lockOp(lock, Extend)
 	op.Call = h.hist.Now()
 	err := lock.Extend(ectx)
 	cancel()
@@ -44,15 +47,20 @@ func (h *holder) use(ctx context.Context, lock *core.Lock, validUntil time.Durat
 
 // section is one use of the resource, recorded as a Section, around up to
 // maxWork: under a shared lock, two reads of the key's register, at its
-// start and at its end; else the read-modify-write of every key's register.
+// start and at its end; under a permit, the count of the key's holders
+// incremented and decremented around it; else the read-modify-write of
+// every key's register.
 func (h *holder) section(ctx context.Context, lock *core.Lock, validUntil time.Duration) error {
-	s := Section{Client: h.client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Token: lock.Token(), ValidUntil: validUntil}
+	s := Section{Client: h.client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Permits: h.permits, Token: lock.Token(), ValidUntil: validUntil}
 	during := func() { work(h.rng) }
 	s.Start = h.hist.Now()
 	var err error
-	if s.Shared {
+	switch {
+	case s.Permits > 0:
+		s.Count, err = h.regs.Count(ctx, s.Key, during)
+	case s.Shared:
 		err = h.regs.Read(ctx, h.hist, h.client, s.Key, during)
-	} else {
+	default:
 		err = h.regs.UpdateAll(ctx, h.hist, h.client, s.Keys, during)
 	}
 	s.End = h.hist.Now()
@@ -64,14 +72,14 @@ func (h *holder) section(ctx context.Context, lock *core.Lock, validUntil time.D
 func (h *holder) release(ctx context.Context, lock *core.Lock) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*h.ttl)
 	defer cancel()
-	op := lockOp(h.client, lock, Release)
+	op := h.lockOp(lock, Release)
 	op.Call = h.hist.Now()
 	err := lock.Release(rctx)
 	op.Return, op.Outcome = h.hist.Now(), OutcomeOf(err)
 	h.hist.AddLockOp(op)
 }
 
-// lockOp is client's operation of kind on lock, to be timed.
-func lockOp(client int, lock *core.Lock, kind LockOpKind) LockOp {
-	return LockOp{Client: client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Kind: kind}
+// lockOp is the holder's operation of kind on lock, to be timed.
+func (h *holder) lockOp(lock *core.Lock, kind LockOpKind) LockOp {
+	return LockOp{Client: h.client, Key: lock.Key(), Keys: lock.Keys(), Shared: lock.Shared(), Permits: h.permits, Kind: kind}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -35,9 +36,10 @@ type lockState struct {
 // earlier of the release's invocation and the end of the lock's validity
 // (see holds).
 type lockInput struct {
-	Client int
-	Kind   LockOpKind
-	Shared bool
+	Client  int
+	Kind    LockOpKind
+	Shared  bool
+	Permits int // a permit of a semaphore of Permits: held as a reader is, Permits at most
 }
 
 // LockModel is a readers-writer lock: its state is the client that holds
@@ -51,22 +53,26 @@ type lockInput struct {
 // on some nodes was never used by its caller, and ended (released, or
 // expired) without a holder, which no other operation can tell from no
 // acquire at all. A history of exclusive operations only is a mutex's.
+// A permit of a semaphore of K (lockInput.Permits) is held as a reader
+// is, but an OK acquire needs fewer than K holders.
 var LockModel = porcupine.Model{
 	Init: func() any { return lockState{writer: noHolder} },
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(lockState), input.(lockInput), output.(Outcome)
 		bit := uint64(1) << uint(in.Client%MaxReaders)
 		holds := st.writer == in.Client
-		if in.Shared {
+		if in.Shared || in.Permits > 0 {
 			holds = st.readers&bit != 0
 		}
 		switch {
-		case in.Kind == Release && in.Shared:
+		case in.Kind == Release && (in.Shared || in.Permits > 0):
 			return holds, lockState{writer: st.writer, readers: st.readers &^ bit}
 		case in.Kind == Release:
 			return holds, lockState{writer: noHolder, readers: st.readers}
 		case out != OK:
 			return true, st
+		case in.Kind == Acquire && in.Permits > 0:
+			return st.writer == noHolder && bits.OnesCount64(st.readers) < in.Permits, lockState{writer: st.writer, readers: st.readers | bit}
 		case in.Kind == Acquire && in.Shared:
 			return st.writer == noHolder, lockState{writer: st.writer, readers: st.readers | bit}
 		case in.Kind == Acquire:
@@ -177,9 +183,9 @@ func holds(ops []LockOp) []porcupine.Operation {
 	for _, c := range slices.Sorted(maps.Keys(byClient)) {
 		list := byClient[c]
 		slices.SortStableFunc(list, func(a, b LockOp) int { return cmp.Compare(a.Call, b.Call) })
-		held, shared, validUntil := false, false, time.Duration(0)
+		held, shared, permits, validUntil := false, false, 0, time.Duration(0)
 		end := func(call, ret time.Duration, o Outcome, meta string) {
-			out = append(out, operation(c, lockInput{Client: c, Kind: Release, Shared: shared}, o, min(call, validUntil), ret, meta))
+			out = append(out, operation(c, lockInput{Client: c, Kind: Release, Shared: shared, Permits: permits}, o, min(call, validUntil), ret, meta))
 			held = false
 		}
 		for _, o := range list {
@@ -188,9 +194,9 @@ func holds(ops []LockOp) []porcupine.Operation {
 				end(o.Call, o.Return, o.Outcome, fmt.Sprintf("%v; the hold was valid until %v", o, validUntil))
 			case o.Kind == Release: // not a hold's end
 			default:
-				out = append(out, operation(c, lockInput{Client: c, Kind: o.Kind, Shared: o.Shared}, o.Outcome, o.Call, o.Return, o.String()))
+				out = append(out, operation(c, lockInput{Client: c, Kind: o.Kind, Shared: o.Shared, Permits: o.Permits}, o.Outcome, o.Call, o.Return, o.String()))
 				if o.Outcome == OK {
-					held, shared, validUntil = true, o.Shared, o.ValidUntil
+					held, shared, permits, validUntil = true, o.Shared, o.Permits, o.ValidUntil
 				}
 			}
 		}

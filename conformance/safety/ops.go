@@ -58,6 +58,7 @@ type LockOp struct {
 	// when empty): the operation counts in each key's history.
 	Keys    []string
 	Shared  bool // a shared (read) lock's; else exclusive
+	Permits int  // a semaphore's permit's: its K; else 0
 	Kind    LockOpKind
 	Call    time.Duration
 	Return  time.Duration
@@ -70,8 +71,11 @@ type LockOp struct {
 
 func (o LockOp) String() string {
 	shared := ""
-	if o.Shared {
+	switch {
+	case o.Shared:
 		shared = " shared"
+	case o.Permits > 0:
+		shared = fmt.Sprintf(" permit of %d", o.Permits)
 	}
 	s := fmt.Sprintf("client %d %s%s %q [%v, %v] %s", o.Client, o.Kind, shared, o.Key, o.Call, o.Return, o.Outcome)
 	if o.Outcome == OK && o.Kind != Release {

@@ -111,6 +111,32 @@ func (r *Registers) Read(ctx context.Context, h *History, client int, key string
 	return nil
 }
 
+// Count is a permit holder's section on key: it increments the count of
+// key's holders (INCR), runs during, and decrements it (DECR), and
+// returns the count the increment read, which counts this holder. Each
+// command is bounded by registerTimeout and not cut short by ctx's
+// cancellation. A failed increment runs nothing.
+func (r *Registers) Count(ctx context.Context, key string, during func()) (int64, error) {
+	ctx = context.WithoutCancel(ctx)
+	ictx, cancel := context.WithTimeout(ctx, registerTimeout)
+	n, err := r.client.Incr(ictx, countKey(key)).Result()
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("safety: counting the holders of %q: %w", key, err)
+	}
+	if during != nil {
+		during()
+	}
+	dctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	if err := r.client.Decr(dctx, countKey(key)).Err(); err != nil {
+		return n, fmt.Errorf("safety: counting the holders of %q: %w", key, err)
+	}
+	return n, nil
+}
+
+func countKey(key string) string { return "holders:" + key }
+
 // get reads key's register: 0 when it was never written.
 func (r *Registers) get(ctx context.Context, key string) (int64, error) {
 	gctx, cancel := context.WithTimeout(ctx, registerTimeout)

@@ -164,14 +164,15 @@ func (r *Rig) Close() error {
 
 // LockKeys counts, on every server directly, the keys that start with
 // prefix (lock keys) and the readers sets and writer marks of such keys
-// (driver.ReadersKey, driver.WriterKey, for keys without a hash tag): all
+// and permit slots (driver.ReadersKey, driver.WriterKey, driver.PermitKey,
+// for keys without a hash tag): all
 // expire. Fencing counters and wait queues, which need not, are not
 // counted.
 func (r *Rig) LockKeys(ctx context.Context, prefix string) (int, error) {
 	total := 0
 	for _, s := range r.Servers {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
-		for _, pattern := range []string{prefix + "*", "{" + prefix + "*}" + driver.ReadersSuffix, "{" + prefix + "*}" + driver.WriterSuffix} {
+		for _, pattern := range []string{prefix + "*", "{" + prefix + "*}" + driver.ReadersSuffix, "{" + prefix + "*}" + driver.WriterSuffix, "{" + prefix + "*}" + driver.PermitSuffix + "*"} {
 			keys, err := c.Keys(ctx, pattern).Result()
 			if err != nil {
 				c.Close()

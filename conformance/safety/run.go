@@ -36,10 +36,15 @@ const (
 	// and does a read-modify-write of each key's register. No two holders
 	// of overlapping sets may overlap.
 	MultiKeyWorkload Workload = "multi"
+	// SemaphoreWorkload: each client takes one of Config.Permits permits
+	// of a key (AcquirePermit) and, inside, increments a counter of the
+	// key's holders on the registers' server, which must never read more
+	// than Permits, and decrements it on the way out.
+	SemaphoreWorkload Workload = "semaphore"
 )
 
 // Workloads are every workload, in a fixed order.
-var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload}
+var Workloads = []Workload{MutexWorkload, ReadWriteWorkload, MultiKeyWorkload, SemaphoreWorkload}
 
 // Config is one safety run.
 type Config struct {
@@ -49,6 +54,7 @@ type Config struct {
 	Nodes    int           // default 5
 	Clients  int           // each with its own Locker; default 16
 	Keys     int           // keys the clients share; default 3, and 4 for MultiKeyWorkload
+	Permits  int           // each key's permits under SemaphoreWorkload; default 2
 	// TTL and NodeTimeout of every Locker; defaults 1 s and 50 ms.
 	TTL         time.Duration
 	NodeTimeout time.Duration
@@ -136,7 +142,7 @@ func (c *Config) defaults() error {
 	case "":
 		c.Workload = MutexWorkload
 	case MutexWorkload, MultiKeyWorkload:
-	case ReadWriteWorkload:
+	case ReadWriteWorkload, SemaphoreWorkload:
 		if c.Clients > MaxReaders {
 			return fmt.Errorf("safety: the %s workload takes at most %d clients, not %d", c.Workload, MaxReaders, c.Clients)
 		}
@@ -148,6 +154,9 @@ func (c *Config) defaults() error {
 		if c.Workload == MultiKeyWorkload {
 			c.Keys = 4
 		}
+	}
+	if c.Permits <= 0 {
+		c.Permits = 2
 	}
 	if c.TTL <= 0 {
 		c.TTL = time.Second
@@ -342,6 +351,9 @@ func (s *runState) injectFaults(ctx, runCtx context.Context, rig *Rig, faults []
 func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), uint64(c)))
 	h := &holder{client: c, ttl: s.cfg.TTL, hist: s.hist, regs: s.regs, rng: rng}
+	if s.cfg.Workload == SemaphoreWorkload {
+		h.permits = s.cfg.Permits
+	}
 	for runCtx.Err() == nil {
 		lock, validUntil, took := s.acquire(runCtx, c, l, s.pick(rng))
 		if lock == nil {
@@ -365,10 +377,12 @@ func (s *runState) client(ctx, runCtx context.Context, c int, l *core.Locker) {
 }
 
 // request is what a client asks for: a lock on keys (a multi-key lock
-// when there are two or more), shared or not.
+// when there are two or more), shared or not, or with permits a permit
+// of a semaphore.
 type request struct {
-	keys   []string
-	shared bool
+	keys    []string
+	shared  bool
+	permits int
 }
 
 // pick draws the next request of the run's workload from rng.
@@ -384,14 +398,18 @@ func (s *runState) pick(rng *rand.Rand) request {
 			keys[i] = s.keys[k]
 		}
 		return request{keys: keys}
+	case SemaphoreWorkload:
+		return request{keys: []string{s.keys[rng.IntN(len(s.keys))]}, permits: s.cfg.Permits}
 	}
 	return request{keys: []string{s.keys[rng.IntN(len(s.keys))]}}
 }
 
 // lock takes r's lock through l: AcquireAll for a set, AcquireShared for
-// a shared lock, else Acquire.
+// a shared lock, AcquirePermit for a permit, else Acquire.
 func (r request) lock(ctx context.Context, l *core.Locker) (*core.Lock, error) {
 	switch {
+	case r.permits > 0:
+		return l.AcquirePermit(ctx, r.keys[0], r.permits)
 	case len(r.keys) > 1:
 		return l.AcquireAll(ctx, r.keys...)
 	case r.shared:
@@ -411,7 +429,7 @@ func (s *runState) acquire(runCtx context.Context, c int, l *core.Locker, r requ
 	took := s.hist.Now() - t0
 	cancel()
 	keys := slices.Sorted(slices.Values(r.keys))
-	op := LockOp{Client: c, Key: strings.Join(keys, ","), Keys: keys, Shared: r.shared, Kind: Acquire,
+	op := LockOp{Client: c, Key: strings.Join(keys, ","), Keys: keys, Shared: r.shared, Permits: r.permits, Kind: Acquire,
 		Call: t0, Return: t0 + took, Outcome: OutcomeOf(err)}
 	if err != nil {
 		s.hist.AddLockOp(op)

@@ -9,14 +9,16 @@
 //
 // -workload picks what the clients do: mutex (one key's plain lock and a
 // read-modify-write of its register), rw (shared locks that read the
-// register twice beside plain locks that write it) or multi (AcquireAll
+// register twice beside plain locks that write it), multi (AcquireAll
 // over overlapping sets of keys, a read-modify-write of each key's
-// register). `make chaos` runs each.
+// register) or semaphore (AcquirePermit, 2 permits a key: each holder
+// increments a count of the key's holders on entry, which must never read
+// more than 2, and decrements it on exit). `make chaos` runs each.
 //
 // It prints one line per seed and then the totals: acquisitions, faults
 // injected by kind, violations of mutual exclusion (which must be 0: lock
 // and register histories porcupine found not linearizable, sections out
-// of their validity, stale tokens), lock keys left on the servers after
+// of their validity, stale tokens, too many permit holders), lock keys left on the servers after
 // the TTL (which must be 0), and the slowest acquisition. A history that
 // is not linearizable is drawn by porcupine into an HTML file, named with
 // the seed, whose path the violation prints. It exits 1 if any seed found
@@ -26,7 +28,7 @@
 //
 // Flags:
 //
-//	-workload w    mutex, rw or multi (default mutex)
+//	-workload w    mutex, rw, multi or semaphore (default mutex)
 //	-seeds n       runs (default 50)
 //	-first n       seed of the first run (default: from the clock, printed)
 //	-duration d    how long the clients of one run work (default 12s)
@@ -96,7 +98,7 @@ type options struct {
 
 func parseFlags() options {
 	var o options
-	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw or multi")
+	flag.StringVar(&o.workload, "workload", string(safety.MutexWorkload), "mutex, rw, multi or semaphore")
 	flag.IntVar(&o.seeds, "seeds", 50, "runs")
 	flag.Int64Var(&o.first, "first", 0, "seed of the first run (0: from the clock)")
 	flag.DurationVar(&o.duration, "duration", 12*time.Second, "how long the clients of one run work")
