@@ -63,7 +63,7 @@ func TestUsage(t *testing.T) {
 		{"permits not a number", nil, []string{"run", "-n", "two", "k", "--", "echo", "ran"}, "want the number of permits"},
 		{"permits of two keys", nil, []string{"run", "-n", "2", "a", "b", "--", "echo", "ran"}, "-n takes one KEY and no --shared"},
 		{"shared permits", nil, []string{"run", "-n", "2", "--shared", "a", "--", "echo", "ran"}, "-n takes one KEY and no --shared"},
-		{"too many permits", nil, []string{"run", "-n", "100000", "k", "--", "echo", "ran"}, "permits must be 1 to"},
+		{"too many permits", nil, []string{"run", "-n", "100000", "k", "--", "echo", "ran"}, "permits 100000 must be 1 to 1024"},
 		{"status no permits", nil, []string{"status", "-n", "-1", "k"}, "want the number of permits"},
 		{"elect without command", nil, []string{"elect", "k"}, "want KEY [--] COMMAND"},
 		{"elect two keys", nil, []string{"elect", "a", "b", "--", "echo", "ran"}, "elect takes one KEY, not 2"},
