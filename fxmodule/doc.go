@@ -92,6 +92,15 @@
 // they were built around only when made with WithCloseClient(true): the app's
 // clients stay open, for the app to close.
 //
+// # Leader-only hooks
+//
+// LeaderHook(key, constructor) runs the fx.Hook that constructor returns
+// only while this app leads key (core.Locker.Campaign): after the app's
+// start it campaigns in the background; OnStart runs when it leads, OnStop
+// when the term is lost or at risk (within the term's validity) or the app
+// stops; it stands again after a lost term, and resigns at stop. A failing
+// OnStart shuts the app down. docs/fx.md has the details.
+//
 // # Without fx
 //
 // Build(ctx, c, opts...) returns the Locker the module would provide,

@@ -104,3 +104,48 @@ func ExampleNode() {
 	// observed release orders:42 ok
 	// events: 2
 }
+
+// A hook that runs only on the app that leads "scheduler": here one app
+// over in-process nodes, which leads at once. In a fleet, the others
+// stand by and take over when the leader stops or loses its term.
+func ExampleLeaderHook() {
+	leading := make(chan struct{})
+	app := fx.New(
+		fx.NopLogger,
+		fxmodule.Module,
+		fx.Supply(fxmodule.Config{}),
+		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("a")) }),
+		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("b")) }),
+		fxmodule.Node(func() core.Node { return memory.New(memory.WithName("c")) }),
+		fxmodule.LeaderHook("scheduler", func() fx.Hook {
+			return fx.Hook{
+				OnStart: func(ctx context.Context) error {
+					fmt.Println("leading: starting the scheduler")
+					close(leading)
+					return nil
+				},
+				OnStop: func(ctx context.Context) error {
+					fmt.Println("stepping down: stopping the scheduler")
+					return nil
+				},
+			}
+		}),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		fmt.Println("start:", err)
+		return
+	}
+	select { // the campaign runs after the app's start
+	case <-leading:
+	case <-ctx.Done():
+		fmt.Println("not leading:", ctx.Err())
+	}
+	if err := app.Stop(ctx); err != nil {
+		fmt.Println("stop:", err)
+	}
+	// Output:
+	// leading: starting the scheduler
+	// stepping down: stopping the scheduler
+}

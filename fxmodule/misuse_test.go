@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	"github.com/quorumlock/quorumlock/conformance/misuse"
 	"github.com/quorumlock/quorumlock/conformance/redistest"
@@ -53,6 +54,12 @@ func TestMisuseFxmodule(t *testing.T) {
 		err := newFails(t, fxmodule.Config{Driver: "redigo", Cluster: true, Addrs: some})
 		misuse.RequireMisuse(t, err, core.ErrInvalidArgument,
 			"fxmodule: Config.Cluster: redigo has no Redis Cluster client; use driver goredis, rueidis or valkey for a cluster")
+	})
+	t.Run("leader_hook_empty_key", func(t *testing.T) {
+		t.Parallel()
+		err := fx.New(fx.NopLogger, fxmodule.Module, fx.Supply(fxmodule.Config{Addrs: some}),
+			fxmodule.LeaderHook("", func() fx.Hook { return fx.Hook{} })).Err()
+		misuse.RequireMisuse(t, err, core.ErrInvalidArgument, "fxmodule: LeaderHook: key is empty")
 	})
 	t.Run("empty_address", func(t *testing.T) {
 		t.Parallel()

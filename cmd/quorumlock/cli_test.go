@@ -59,6 +59,18 @@ func TestUsage(t *testing.T) {
 		{"status with run's flag", nil, []string{"status", "--wait", "1s", "k"}, "-wait"},
 		{"status --shared", nil, []string{"status", "--shared", "k"}, "-shared"},
 		{"status with two keys", nil, []string{"status", "a", "b"}, "want one KEY"},
+		{"no permits", nil, []string{"run", "-n", "0", "k", "--", "echo", "ran"}, `invalid value "0" for flag -n: want the number of permits, 1 or more`},
+		{"permits not a number", nil, []string{"run", "-n", "two", "k", "--", "echo", "ran"}, "want the number of permits"},
+		{"permits of two keys", nil, []string{"run", "-n", "2", "a", "b", "--", "echo", "ran"}, "-n takes one KEY and no --shared"},
+		{"shared permits", nil, []string{"run", "-n", "2", "--shared", "a", "--", "echo", "ran"}, "-n takes one KEY and no --shared"},
+		{"too many permits", nil, []string{"run", "-n", "100000", "k", "--", "echo", "ran"}, "permits 100000 must be 1 to 1024"},
+		{"status no permits", nil, []string{"status", "-n", "-1", "k"}, "want the number of permits"},
+		{"elect without command", nil, []string{"elect", "k"}, "want KEY [--] COMMAND"},
+		{"elect two keys", nil, []string{"elect", "a", "b", "--", "echo", "ran"}, "elect takes one KEY, not 2"},
+		{"elect --wait 0", nil, []string{"elect", "--wait", "0", "k", "--", "echo", "ran"}, "--wait 0: a campaign waits"},
+		{"elect with run's flag", nil, []string{"elect", "--shared", "k", "--", "echo", "ran"}, "--shared"},
+		{"elect flag after key", nil, []string{"elect", "k", "--again", "--", "echo", "ran"}, "put flags before KEY"},
+		{"elect bad value", nil, []string{"elect", "--value", "a\tb", "k", "--", "echo", "ran"}, "control character"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, addrs, c.env, c.args...)
@@ -74,10 +86,11 @@ func TestUsage(t *testing.T) {
 // help prints the usage, with every exit status, on stdout.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"run", "-h"}, {"elect", "-h"}} {
 		r := runCLI(t, nil, nil, args...)
 		assert.Equal(t, exitOK, r.code, "%q", args)
-		for _, want := range []string{"quorumlock run [flags] KEY [--] COMMAND", "--quiet", "QUORUMLOCK_ADDRS", "64", "69", "75", "79", "--kill-after"} {
+		for _, want := range []string{"quorumlock run [flags] KEY [--] COMMAND", "--quiet", "QUORUMLOCK_ADDRS", "64", "69", "75", "79", "--kill-after",
+			"quorumlock run -n K", "quorumlock elect [flags] KEY", "--again", "QUORUMLOCK_TERM", "status -n K"} {
 			assert.Contains(t, r.stdout, want, "%q", args)
 		}
 	}

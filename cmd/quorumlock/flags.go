@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,12 +37,16 @@ type settings struct {
 	killAfter              time.Duration // run: SIGTERM to SIGKILL
 	quiet                  bool          // run: nothing on stderr when held elsewhere
 	shared                 bool          // run: a shared (read) lock
+	permits                int           // run, status: -n, the semaphore's permits (0: not one)
 	value                  bool          // status: print the value
+	waitSet                bool          // elect: --wait was given
+	again                  bool          // elect: stand again after each term
+	leader                 string        // elect: the value a leader shows
 }
 
-// parse reads the settings of subcommand name ("run" or "status") from the
-// environment, then from args, and returns them with the positional
-// arguments and, for run, COMMAND. Every error is a fault of the command
+// parse reads the settings of subcommand name ("run", "elect" or "status")
+// from the environment, then from args, and returns them with the
+// positional arguments and, for run and elect, COMMAND. Every error is a fault of the command
 // line or the environment (exit 64), but flag.ErrHelp, which asks for the
 // usage.
 func parse(name string, args []string) (s settings, pos, command []string, err error) {
@@ -51,7 +56,7 @@ func parse(name string, args []string) (s settings, pos, command []string, err e
 	fs := flag.NewFlagSet("quorumlock "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the error is reported once, by the caller
 	s.define(fs, name)
-	pos, command, err = parseArgs(fs, args, name == "run")
+	pos, command, err = parseArgs(fs, args, name != "status")
 	if err != nil {
 		return settings{}, nil, nil, err
 	}
@@ -111,18 +116,30 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 	fs.StringVar(&s.tlsCA, "tls-ca", s.tlsCA, "")
 	fs.StringVar(&s.tlsCert, "tls-cert", s.tlsCert, "")
 	fs.StringVar(&s.tlsKey, "tls-key", s.tlsKey, "")
+	if name != "status" {
+		fs.Func("kill-after", "", durationSetter(&s.killAfter))
+		fs.Func("conflict-exit-code", "", statusSetter(&s.conflict))
+		fs.BoolVar(&s.quiet, "quiet", s.quiet, "")
+	}
+	// No variable for -n: permits where a mutex was meant would let
+	// several holders in.
 	switch name {
 	case "run":
 		fs.Func("wait", "", durationSetter(&s.wait))
-		fs.Func("kill-after", "", durationSetter(&s.killAfter))
-		fs.Func("conflict-exit-code", "", statusSetter(&s.conflict))
 		config("fencing", true)
-		fs.BoolVar(&s.quiet, "quiet", s.quiet, "")
 		// No variable: a read lock where a write lock was meant would let
 		// two writers in.
 		fs.BoolVar(&s.shared, "shared", false, "")
+		fs.Func("n", "", permitsSetter(&s.permits))
+	case "elect":
+		// Only the flag: a QUORUMLOCK_WAIT meant for run must not make a
+		// standby give up.
+		fs.Func("wait", "", func(v string) error { s.waitSet = true; return durationSetter(&s.wait)(v) })
+		fs.BoolVar(&s.again, "again", false, "")
+		fs.StringVar(&s.leader, "value", "", "")
 	case "status":
 		fs.BoolVar(&s.value, "value", false, "")
+		fs.Func("n", "", permitsSetter(&s.permits))
 	}
 }
 
@@ -137,9 +154,9 @@ func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command [
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, nil, err
 			}
-			// The flag package names flags with one dash; the docs, two.
-			msg := strings.Replace(strings.Replace(err.Error(), "flag -", "flag --", 1), "defined: -", "defined: --", 1)
-			return nil, nil, errors.New(msg)
+			// The flag package names flags with one dash; the docs, two
+			// for a long name (--wait) and one for a letter (-n).
+			return nil, nil, errors.New(longFlag.ReplaceAllString(err.Error(), "$1 --$2"))
 		}
 		if args = fs.Args(); len(args) == 0 {
 			return pos, nil, nil
@@ -150,6 +167,10 @@ func parseArgs(fs *flag.FlagSet, args []string, hasCommand bool) (pos, command [
 		pos, args = append(pos, args[0]), args[1:]
 	}
 }
+
+// longFlag matches a long flag's name, with one dash, in the flag
+// package's errors.
+var longFlag = regexp.MustCompile(`(flag|defined:) -([a-z][a-z-]+)`)
 
 // splitCommand splits run's arguments after the flags into the keys and
 // COMMAND: KEY [KEY...] -- COMMAND, or KEY COMMAND when no "--" follows
@@ -278,6 +299,18 @@ func statusSetter(n *int) func(string) error {
 		parsed, err := strconv.Atoi(v)
 		if err != nil || parsed < 0 || parsed > 255 {
 			return fmt.Errorf("%q is not an exit status (want 0 to 255)", v)
+		}
+		*n = parsed
+		return nil
+	}
+}
+
+// permitsSetter parses -n: a semaphore's number of permits, 1 or more.
+func permitsSetter(n *int) func(string) error {
+	return func(v string) error {
+		parsed, err := strconv.Atoi(v)
+		if err != nil || parsed < 1 {
+			return errors.New("want the number of permits, 1 or more")
 		}
 		*n = parsed
 		return nil

@@ -5,17 +5,25 @@
 //	quorumlock run [flags] KEY -- COMMAND [ARGS...]
 //	quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
 //	quorumlock run --shared [flags] KEY -- COMMAND [ARGS...]
+//	quorumlock run -n K [flags] KEY -- COMMAND [ARGS...]
+//	quorumlock elect [flags] KEY -- COMMAND [ARGS...]
 //	quorumlock status [flags] KEY
+//	quorumlock status -n K [flags] KEY
 //
 // run acquires KEY (every KEY, or none; with --shared, a read lock that
-// other --shared runs share and a plain run waits for), runs COMMAND in its own process group while keeping the
+// other --shared runs share and a plain run waits for; with -n K, one of
+// K permits), runs COMMAND in its own process group while keeping the
 // lock alive, releases the lock once no process of that group is left
 // (COMMAND's background processes hold the lock too) and exits with
 // COMMAND's status. If the lock is lost, or at risk of being lost, while
 // COMMAND runs, COMMAND is stopped (SIGTERM to its process group, then
 // SIGKILL before the lock's validity ends) and run exits with status 79.
+// elect campaigns for the leadership of KEY, runs COMMAND while it leads,
+// as run does under a lock, and resigns when COMMAND's group is gone; with
+// --again it stands again, until a signal.
 // status reports whether KEY is held, on how many nodes, and for how long,
-// and a shared lock's readers.
+// a shared lock's readers, an election's leader, or with -n K the permits
+// in use.
 //
 // Every flag can also be given in the environment, under the names of
 // fxmodule's configuration (QUORUMLOCK_ADDRS, QUORUMLOCK_DRIVER,
@@ -66,6 +74,8 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCommand(args[1:], stdout, stderr)
+	case "elect":
+		return electCommand(args[1:], stdout, stderr)
 	case "status":
 		return statusCommand(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -79,7 +89,10 @@ func cli(args []string, stdout, stderr io.Writer) int {
 const shortUsage = `usage: quorumlock run [flags] KEY [--] COMMAND [ARGS...]
        quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
        quorumlock run --shared [flags] KEY [--] COMMAND [ARGS...]
+       quorumlock run -n K [flags] KEY [--] COMMAND [ARGS...]
+       quorumlock elect [flags] KEY [--] COMMAND [ARGS...]
        quorumlock status [flags] KEY
+       quorumlock status -n K [flags] KEY
 ('quorumlock help' lists the flags and exit statuses)
 `
 
@@ -90,7 +103,10 @@ Usage:
   quorumlock run [flags] KEY [--] COMMAND [ARGS...]
   quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]
   quorumlock run --shared [flags] KEY [--] COMMAND [ARGS...]
+  quorumlock run -n K [flags] KEY [--] COMMAND [ARGS...]
+  quorumlock elect [flags] KEY [--] COMMAND [ARGS...]
   quorumlock status [flags] KEY
+  quorumlock status -n K [flags] KEY
   quorumlock help
 
 Flags go before KEY. The first -- after KEY ends the keys, and COMMAND
@@ -110,7 +126,9 @@ QUORUMLOCK_KEY (several keys: sorted, joined by commas) and, with
   of them holds meanwhile. With --shared, run holds a read lock on KEY:
   any number of --shared runs hold it at once, and a plain run of KEY
   (a writer) waits for all of them (exits 75 without --wait); once a
-  writer waits, new --shared runs wait behind it.
+  writer waits, new --shared runs wait behind it. With -n K, run holds
+  one of K permits of KEY: K runs at most hold KEY's permits at once, and
+  the next exits 75 without --wait, or waits for a permit.
 
   If the lock is lost while COMMAND runs, or at risk (an extension has
   failed, or the keep-alive stopped at QUORUMLOCK_MAX_HOLD, and less than
@@ -121,9 +139,18 @@ QUORUMLOCK_KEY (several keys: sorted, joined by commas) and, with
   SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to quorumlock are passed on to
   COMMAND's process group; the lock is released once the group is gone.
 
+elect campaigns for the leadership of KEY until it leads (or --wait ends:
+exit 75), runs COMMAND as run does, with QUORUMLOCK_TERM (and
+QUORUMLOCK_TOKEN), the term, which grows with each leader, and resigns
+once COMMAND's group is gone. Leadership lost or at risk stops COMMAND as
+a lost lock does (exit 79). With --again, elect stands again a second
+after each term, until a signal.
+
 status prints whether KEY is held, on how many nodes and for how long, and
 each node's answer; when --shared runs hold it, each reader and how long it
-holds; with --value, the lock's value (and the readers') too.
+holds; when a leader holds it, the leader's value and term; with --value,
+the lock's value (and the readers') too. With -n K, it prints how many of
+K permits are in use, then each permit's slot as it prints a key.
 
 Flags (each also read from the environment variable named after it;
 a flag wins over its variable):
@@ -151,44 +178,57 @@ a flag wins over its variable):
                           a client certificate and its key, PEM (imply --tls)
                                                             QUORUMLOCK_TLS_CERT
                                                             QUORUMLOCK_TLS_KEY
-run only:
-  --wait DURATION         how long to wait for the lock when it is held
-                          (default 0: do not wait)          QUORUMLOCK_WAIT
+run and elect:
   --conflict-exit-code N  the exit status when the lock is held elsewhere
                           (default 75)                      QUORUMLOCK_CONFLICT_EXIT_CODE
   --kill-after DURATION   how long COMMAND has between SIGTERM and SIGKILL
                           when the lock is lost (default 10s; SIGKILL
                           comes sooner if the validity ends sooner)
                                                             QUORUMLOCK_KILL_AFTER
+  --quiet                 print nothing when the lock is (or may be) held
+                          elsewhere: for cron, which mails any output
+                                                            QUORUMLOCK_QUIET
+run only:
+  --wait DURATION         how long to wait for the lock when it is held
+                          (default 0: do not wait)          QUORUMLOCK_WAIT
   --fencing               take a fencing token, given to COMMAND as
                           QUORUMLOCK_TOKEN                  QUORUMLOCK_FENCING
   --shared                a shared (read) lock on one KEY; no variable:
                           a read lock where a write lock was meant would
                           let two writers in
-  --quiet                 print nothing when the lock is (or may be) held
-                          elsewhere: for cron, which mails any output
-                                                            QUORUMLOCK_QUIET
+  -n K                    one of K permits of KEY (a semaphore); no
+                          variable: permits where a lock was meant would
+                          let K holders in
+elect only:
+  --wait DURATION         how long to campaign (default: until a signal);
+                          no variable: QUORUMLOCK_WAIT is run's
+  --value VALUE           what status shows of this leader (default
+                          HOST:PID)
+  --again                 stand again after each term, until a signal
 status only:
   --value                 print the lock's value and the readers' (secrets:
                           whoever knows one can release or extend its lock)
+  -n K                    the permits in use of KEY's K
 
 Every other setting of fxmodule's configuration is read from its variable
 too (QUORUMLOCK_STRATEGY, QUORUMLOCK_QUORUM, QUORUMLOCK_RESTART_GUARD...).
 
 Exit statuses:
   COMMAND's own   run: COMMAND exited (128+N when killed by signal N)
-  0               status: KEY is held
-  1               status: KEY is free
+  0               status: KEY is held (-n: every permit is)
+  1               status: KEY is free (-n: a permit is)
   64              bad flags, arguments or environment (EX_USAGE)
   69              fewer than a quorum of servers answered (EX_UNAVAILABLE)
   75              run: the lock is held elsewhere (for --shared, by a
-                  writer, or a writer waits), or may be because a server
-                  restarted within the TTL (EX_TEMPFAIL;
+                  writer, or a writer waits; for -n, every permit), or
+                  may be because a server restarted within the TTL;
+                  elect: --wait ended before it led (EX_TEMPFAIL;
                   --conflict-exit-code changes it)
-  79              run: COMMAND was stopped because the lock was lost or
-                  at risk
-  126, 127        run: COMMAND could not be run, or was not found
-  128+N           run: quorumlock got signal N before COMMAND started
+  79              run, elect: COMMAND was stopped because the lock (the
+                  leadership) was lost or at risk
+  126, 127        run, elect: COMMAND could not be run, or was not found
+  128+N           run, elect: quorumlock got signal N before COMMAND
+                  started (elect --again: between terms)
 
 Examples:
   # cron on every host; one of them runs the job, the others skip it
@@ -203,4 +243,11 @@ Examples:
   # many readers at once; a plain run of config waits for them all
   quorumlock run --shared --wait 1m config -- ./render-site
   quorumlock run --wait 5m config -- ./edit-config
+
+  # at most two encoders at once across the fleet
+  quorumlock run -n 2 --wait 1h encoders -- ./encode video.mkv
+
+  # one scheduler in the fleet; the others stand by and take over
+  quorumlock elect --again scheduler -- ./scheduler
+  quorumlock status scheduler
 `

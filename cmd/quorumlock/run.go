@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,10 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	if s.shared && len(pos) > 1 {
 		return usageFailure(stderr, "run", fmt.Errorf("--shared takes one KEY, not %d: a read lock holds one key", len(pos)))
 	}
-	want := wanted{keys: pos, shared: s.shared}
+	if s.permits > 0 && (s.shared || len(pos) > 1) {
+		return usageFailure(stderr, "run", fmt.Errorf("-n takes one KEY and no --shared: a permit is one of KEY's %d", s.permits))
+	}
+	want := wanted{keys: pos, shared: s.shared, permits: s.permits}
 	sigs := make(chan os.Signal, len(forwarded))
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
@@ -52,8 +56,20 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		return failure(stderr, "run", want, &s, err)
 	}
 	defer closeSoon(locker)
+	return hold(locker, want, &s, command, sigs, stderr).code
+}
 
-	lock, sig, err := acquire(locker, want, s.wait, sigs)
+// term is how one hold of a lock ended.
+type term struct {
+	code      int  // the exit status it calls for
+	ran       bool // COMMAND ran (and ended)
+	signalled bool // a signal came, before COMMAND started or passed on to it
+}
+
+// hold takes the lock w, waiting up to s.wait (elect: 0 is for ever),
+// keeps it alive, runs command under it (supervisor.run) and releases it.
+func hold(locker *core.Locker, w wanted, s *settings, command []string, sigs <-chan os.Signal, stderr io.Writer) term {
+	lock, sig, err := acquire(locker, w, s.wait, sigs)
 	if err == nil {
 		err = lock.KeepAlive()
 	}
@@ -61,40 +77,54 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		_ = lock.Release(context.Background()) // nil-safe
 		if sig != nil {
 			say(stderr, "got %s before COMMAND started: COMMAND not run", signalName(sig))
-			return 128 + int(sig.(syscall.Signal))
+			return term{code: 128 + int(sig.(syscall.Signal)), signalled: true}
 		}
-		return failure(stderr, "run", want, &s, err)
+		name := "run"
+		if w.leader != "" {
+			name = "elect"
+		}
+		return term{code: failure(stderr, name, w, s, err)}
 	}
-	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, stderr: stderr}
-	return sv.run(command, sigs)
+	sv := &supervisor{lock: lock, ttl: locker.TTL(), killAfter: s.killAfter, stderr: stderr, then: s.then()}
+	return sv.run(command, childEnv(lock, w.leader != ""), sigs)
 }
 
-// run runs command under the lock, releases the lock once no process of
-// command's group is left, and returns run's exit status.
-func (sv *supervisor) run(command []string, sigs <-chan os.Signal) int {
+// then says what follows a lost lock: exit status 79, or another
+// campaign.
+func (s *settings) then() string {
+	if s.again {
+		return "standing again"
+	}
+	return fmt.Sprintf("exit status %d", exitLost)
+}
+
+// run runs command with env under the lock, releases the lock once no
+// process of command's group is left, and says how it ended.
+func (sv *supervisor) run(command, env []string, sigs <-chan os.Signal) term {
 	lock := sv.lock
 	if err := adoptOrphans(); err != nil {
 		say(sv.stderr, "%v; COMMAND's orphans go to init to be reaped", err)
 	}
-	child, err := start(command, childEnv(lock))
+	child, err := start(command, env)
 	if err != nil {
 		_ = lock.Release(context.Background())
 		printErr(sv.stderr, err)
-		return startStatus(err)
+		return term{code: startStatus(err)}
 	}
 	sv.pgid = child.Process.Pid
 	state, stopped := sv.watch(child, sigs)
 	takeTerminalBack(child.SysProcAttr)
 	if stopped {
-		say(sv.stderr, "COMMAND ended (%v) after the lock was lost or at risk; exit status %d", state, exitLost)
+		say(sv.stderr, "COMMAND ended (%v) after the lock was lost or at risk; %s", state, sv.then)
 	}
 	if err := lock.Release(context.Background()); err != nil && !stopped && !errors.Is(err, core.ErrNotHeld) {
 		say(sv.stderr, "COMMAND done, but the release failed (the lock expires within its TTL, %v): %v", sv.ttl, err)
 	}
+	t := term{code: exitStatus(state), ran: true, signalled: sv.signalled}
 	if stopped {
-		return exitLost
+		t.code = exitLost
 	}
-	return exitStatus(state)
+	return t
 }
 
 // newLocker builds the Locker of cfg with fxmodule's wiring, without its
@@ -127,16 +157,25 @@ func closeSoon(locker *core.Locker) {
 }
 
 // wanted is the lock that run asks for: one key, a set of keys (all or
-// none), or a shared (read) lock on one key.
+// none), a shared (read) lock on one key, or one of a key's permits; or
+// the leadership that elect campaigns for.
 type wanted struct {
-	keys   []string
-	shared bool
+	keys    []string
+	shared  bool
+	permits int    // -n: one of this many permits
+	leader  string // elect: the leader's value
 }
 
 // take makes one round for the lock (wait false), or waits for it until
-// ctx ends.
+// ctx ends. A campaign always waits.
 func (w wanted) take(ctx context.Context, l *core.Locker, wait bool) (*core.Lock, error) {
 	switch {
+	case w.leader != "":
+		return l.Campaign(ctx, w.keys[0], w.leader)
+	case w.permits > 0 && wait:
+		return l.AcquirePermit(ctx, w.keys[0], w.permits)
+	case w.permits > 0:
+		return l.TryAcquirePermit(ctx, w.keys[0], w.permits)
 	case w.shared && wait:
 		return l.AcquireShared(ctx, w.keys[0])
 	case w.shared:
@@ -159,6 +198,10 @@ func (w wanted) String() string {
 		quoted[i] = strconv.Quote(k)
 	}
 	switch {
+	case w.leader != "":
+		return "leadership of " + quoted[0]
+	case w.permits > 0:
+		return fmt.Sprintf("semaphore %s (%d permits)", quoted[0], w.permits)
 	case w.shared:
 		return "read lock " + quoted[0]
 	case len(w.keys) > 1:
@@ -174,6 +217,10 @@ func (w wanted) heldElsewhere(wait time.Duration) string {
 		still, after = "still ", fmt.Sprintf(" after waiting %v", wait)
 	}
 	switch {
+	case w.leader != "":
+		return fmt.Sprintf("%s: %sled elsewhere%s", w, still, after)
+	case w.permits > 0:
+		return fmt.Sprintf("%s: every permit is %sheld elsewhere%s", w, still, after)
 	case w.shared:
 		return fmt.Sprintf("%s is %srefused%s: a writer holds the key elsewhere, or waits for it", w, still, after)
 	case len(w.keys) > 1:
@@ -219,21 +266,25 @@ func start(command, env []string) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-// childEnv is COMMAND's environment: quorumlock's, with QUORUMLOCK_KEY and,
-// with fencing, QUORUMLOCK_TOKEN (a token inherited from an outer
-// quorumlock is dropped: it is not this lock's).
-func childEnv(lock *core.Lock) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, envPrefix+"_TOKEN=") && !strings.HasPrefix(kv, envPrefix+"_KEY=") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, envPrefix+"_KEY="+lock.Key())
+// childEnv is COMMAND's environment: quorumlock's, with QUORUMLOCK_KEY,
+// with fencing QUORUMLOCK_TOKEN, and for a leader QUORUMLOCK_TERM, the
+// term, which is its token too. What an outer quorumlock set under those
+// names is dropped: it is not this lock's.
+func childEnv(lock *core.Lock, leader bool) []string {
+	names := []string{envPrefix + "_KEY", envPrefix + "_TOKEN"}
+	set := []string{names[0] + "=" + lock.Key()}
 	if t := lock.Token(); t != 0 {
-		env = append(env, envPrefix+"_TOKEN="+strconv.FormatInt(t, 10))
+		set = append(set, names[1]+"="+strconv.FormatInt(t, 10))
 	}
-	return env
+	if leader {
+		names = append(names, envPrefix+"_TERM")
+		set = append(set, names[2]+"="+strconv.FormatInt(lock.Token(), 10))
+	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(names, name)
+	})
+	return append(env, set...)
 }
 
 // parsed reports whether parse's err ends the command, and with which
@@ -269,8 +320,9 @@ func failure(stderr io.Writer, name string, w wanted, s *settings, err error) in
 
 func usageFailure(stderr io.Writer, name string, err error) int {
 	synopsis := map[string]string{
-		"run":    "quorumlock run [flags] KEY [--] COMMAND [ARGS...]\n       quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]",
-		"status": "quorumlock status [flags] KEY",
+		"run":    "quorumlock run [flags] KEY [--] COMMAND [ARGS...]\n       quorumlock run [flags] KEY [KEY...] -- COMMAND [ARGS...]\n       quorumlock run -n K [flags] KEY [--] COMMAND [ARGS...]",
+		"elect":  "quorumlock elect [flags] KEY [--] COMMAND [ARGS...]",
+		"status": "quorumlock status [flags] KEY\n       quorumlock status -n K [flags] KEY",
 	}[name]
 	fmt.Fprintf(stderr, "quorumlock %s: %s\nusage: %s\n('quorumlock help' lists the flags and exit statuses)\n",
 		name, optionNames.Replace(unprefixed(err.Error())), synopsis)

@@ -24,29 +24,70 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		return usageFailure(stderr, "status", errors.New("want one KEY"))
 	}
-	w := wanted{keys: pos}
+	w := wanted{keys: pos, permits: s.permits}
 	locker, err := newLocker(s.cfg)
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
 	defer closeSoon(locker)
+	if s.permits > 0 {
+		return permitsStatus(locker, w, &s, stdout, stderr)
+	}
 	st, err := locker.Inspect(context.Background(), pos[0])
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
-	printState(stdout, st, s.value)
+	// Leader refuses a key that a lock of another kind holds, as invalid
+	// for an election: such a key has no leader. (Inspect took the key.)
+	leader, err := locker.Leader(context.Background(), pos[0])
+	if err != nil && !errors.Is(err, core.ErrInvalidArgument) {
+		return failure(stderr, "status", w, &s, err)
+	}
+	printState(stdout, st, leader, s.value)
 	if st.Held() {
 		return exitOK
 	}
 	return exitFree
 }
 
-// printState writes a summary line, then one line per node, then, when
-// readers hold the key (a shared lock), one line per reader.
-func printState(w io.Writer, st *core.KeyState, showValue bool) {
+// permitsStatus is `quorumlock status -n K KEY`: how many of the K
+// permits are in use, then each permit's slot as status prints a key,
+// indented. It exits 0 when every permit is in use, 1 when one is free.
+func permitsStatus(locker *core.Locker, w wanted, s *settings, stdout, stderr io.Writer) int {
+	states, err := locker.InspectPermits(context.Background(), w.keys[0], w.permits)
+	if err != nil {
+		return failure(stderr, "status", w, s, err)
+	}
+	used := 0
+	for _, st := range states {
+		if st.Held() {
+			used++
+		}
+	}
+	fmt.Fprintf(stdout, "%s: %d of %d permits in use\n", w.keys[0], used, w.permits)
+	for _, st := range states {
+		var b strings.Builder
+		printState(&b, st, core.Leader{}, s.value)
+		for line := range strings.Lines(b.String()) {
+			fmt.Fprint(stdout, "  "+line)
+		}
+	}
+	if used == w.permits {
+		return exitOK
+	}
+	return exitFree
+}
+
+// printState writes a summary line (naming the leader, when one holds the
+// key), then one line per node, then, when readers hold the key (a shared
+// lock), one line per reader.
+func printState(w io.Writer, st *core.KeyState, leader core.Leader, showValue bool) {
 	value, on, ttl := st.Holder()
 	readers := readersOf(st)
 	switch {
+	case st.Held() && leader.Term != 0:
+		fmt.Fprintf(w, "%s: led by %s (term %d) on %d of %d nodes (quorum %d), %s\n",
+			st.Key, leader.Value, leader.Term, on, len(st.Nodes), st.Quorum, leftText(ttl))
 	case st.Held() && value == driver.SharedValue:
 		fmt.Fprintf(w, "%s: held by %s on %d of %d nodes (quorum %d), %s\n",
 			st.Key, readerCount(heldCount(readers)), on, len(st.Nodes), st.Quorum, leftText(ttl))

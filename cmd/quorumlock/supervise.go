@@ -20,9 +20,11 @@ type supervisor struct {
 	killAfter time.Duration
 	pgid      int // COMMAND's process group
 	stderr    io.Writer
+	then      string // what follows a lost lock, said when it is
 
-	stopping bool             // SIGTERM sent for the lock
-	kill     <-chan time.Time // when SIGKILL follows
+	stopping  bool             // SIGTERM sent for the lock
+	signalled bool             // a signal was passed on
+	kill      <-chan time.Time // when SIGKILL follows
 }
 
 // watch waits for child to exit and then for the rest of its process
@@ -41,6 +43,7 @@ func (sv *supervisor) watch(child *exec.Cmd, sigs <-chan os.Signal) (*os.Process
 		case <-exited:
 			return child.ProcessState, sv.stopping
 		case sig := <-sigs:
+			sv.signalled = true
 			sv.signal(sig.(syscall.Signal))
 		case <-ended:
 			ended = nil
@@ -59,8 +62,8 @@ func (sv *supervisor) stop(why string) {
 	sv.stopping = true
 	grace := min(sv.killAfter, sv.lock.Validity()-sv.ttl/10)
 	grace = max(grace, 0)
-	say(sv.stderr, "%s; stopping COMMAND: SIGTERM to its process group, SIGKILL in %v (exit status %d)",
-		why, grace.Round(time.Millisecond), exitLost)
+	say(sv.stderr, "%s; stopping COMMAND: SIGTERM to its process group, SIGKILL in %v (%s)",
+		why, grace.Round(time.Millisecond), sv.then)
 	sv.signal(syscall.SIGTERM)
 	sv.kill = time.After(grace)
 }
