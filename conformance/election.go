@@ -30,14 +30,7 @@ func runElection(t *testing.T, h Harness, n int, s Strategy) {
 // majority, and a majority of its servers gone, each ending its context
 // with lead time.
 func runElectionKind(t *testing.T, h Harness, cfg runConfig) {
-	for _, n := range cfg.sizes {
-		for _, s := range cfg.strategies {
-			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
-				t.Parallel()
-				runElection(t, h, n, s)
-			})
-		}
-	}
+	runMatrix(t, h, cfg, runElection)
 	t.Run("DeletedKeyEndsLeadership", func(t *testing.T) {
 		t.Parallel()
 		deletedLeaderKey(t, h)

@@ -201,14 +201,7 @@ func Run(t *testing.T, newHarness HarnessMaker, opts ...RunOption) {
 func runLockKinds(t *testing.T, h Harness, cfg runConfig) {
 	t.Run("Locker", func(t *testing.T) {
 		t.Parallel()
-		for _, n := range cfg.sizes {
-			for _, s := range cfg.strategies {
-				t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
-					t.Parallel()
-					runLockerProperties(t, h, n, s)
-				})
-			}
-		}
+		runMatrix(t, h, cfg, runLockerProperties)
 	})
 	t.Run("MultiKey", func(t *testing.T) {
 		t.Parallel()
@@ -267,14 +260,7 @@ func runKindChecks(t *testing.T, h Harness, n int, s Strategy, checks []kindChec
 // a key (a set's, a permit's slot) or its entry (a reader's) is gone
 // from a majority.
 func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Harness, int, Strategy), shared lockOf, lost string) {
-	for _, n := range cfg.sizes {
-		for _, s := range cfg.strategies {
-			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
-				t.Parallel()
-				matrix(t, h, n, s)
-			})
-		}
-	}
+	runMatrix(t, h, cfg, matrix)
 	t.Run("KeptAliveSurvives", func(t *testing.T) {
 		t.Parallel()
 		keysKeptAlive(t, h, shared)
@@ -283,6 +269,19 @@ func runKind(t *testing.T, h Harness, cfg runConfig, matrix func(*testing.T, Har
 		t.Parallel()
 		keysLost(t, h, shared)
 	})
+}
+
+// runMatrix runs check at each point of cfg's matrix, as the parallel
+// subtest N=<n>/<strategy>.
+func runMatrix(t *testing.T, h Harness, cfg runConfig, check func(*testing.T, Harness, int, Strategy)) {
+	for _, n := range cfg.sizes {
+		for _, s := range cfg.strategies {
+			t.Run(fmt.Sprintf("N=%d/%s", n, s.Name), func(t *testing.T) {
+				t.Parallel()
+				check(t, h, n, s)
+			})
+		}
+	}
 }
 
 // begin starts a run: it applies opts, makes the harness, and arranges for
