@@ -25,6 +25,7 @@ var kindScripts = []struct {
 	{"ReleaseAllScript", releaseAllScript},
 	{"EnqueueAllScript", enqueueAllScript},
 	{"SetMarks", setMarks},
+	{"SetMarksWithoutPriority", setMarksWithoutPriority},
 	{"AcquireSharedScript", acquireSharedScript},
 	{"AcquireSharedGuarded", acquireSharedGuarded},
 	{"ExtendSharedScript", extendSharedScript},
@@ -416,14 +417,24 @@ func setMarks(t *testing.T, h Harness) {
 	x.absent(marks[2], "its own mark deleted with the grant")
 	x.holds(marks[1], young, time.Minute, "another's mark kept")
 	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
+}
 
-	// A mark without priority (a set that has not waited long) holds back
-	// no set, not even another without priority.
-	x.set(marks[1], driver.SetMark(driver.SetMarkFresh, "a"), time.Minute)
-	assert.Equal(t, int64(1), grant("w", driver.SetMark(driver.SetMarkFresh, "b")), "a fresh mark refuses no set")
-	x.holds(marks[1], driver.SetMark(driver.SetMarkFresh, "a"), time.Minute, "another's fresh mark kept")
+// setMarksWithoutPriority: a set's mark without priority (a set that has
+// not waited long) holds back no set and is overwritten by one with
+// priority; any set's mark keeps new readers out, but for readers handed
+// the key.
+func setMarksWithoutPriority(t *testing.T, h Harness) {
+	x, base := sharedNode(t, h), tag(t)
+	locks := []string{base + ":a", base + ":b", base + ":c"}
+	marks := writers(t, locks)
+	old, mine := driver.SetMark(1000, "old"), driver.SetMark(2000, "mine")
+	fresh := driver.SetMark(driver.SetMarkFresh, "fresh")
+	x.set(marks[1], fresh, time.Minute)
+	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireAll, append(slices.Clone(locks), marks...), "w", "60000", "3", "0", "", driver.SetMark(driver.SetMarkFresh, "other")),
+		"a fresh mark refuses no set")
+	x.holds(marks[1], fresh, time.Minute, "another's fresh mark kept")
 	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
-	assert.Equal(t, int64(0), withdraw(mine), "marks only")
+	assert.Equal(t, int64(0), x.run(driver.ScriptReleaseAll, append(slices.Clone(locks), marks...), "v", "3", "", "5000", mine), "marks only")
 	x.holds(marks[1], mine, 5*time.Second, "a mark with priority overwrites a fresh one")
 
 	r := base + ":r"
