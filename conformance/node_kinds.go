@@ -436,6 +436,12 @@ func setMarksWithoutPriority(t *testing.T, h Harness) {
 	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
 	assert.Equal(t, int64(0), x.run(driver.ScriptReleaseAll, append(slices.Clone(locks), marks...), "v", "3", "", "5000", mine), "marks only")
 	x.holds(marks[1], mine, 5*time.Second, "a mark with priority overwrites a fresh one")
+	x.set(marks[0], driver.SetMark(driver.SetMarkFresh, "mine"), time.Minute) // its own, from before its patience ended
+	assert.Equal(t, int64(1), x.run(driver.ScriptAcquireAll, append(slices.Clone(locks), marks...), "w", "60000", "3", "0", "", mine))
+	for i, m := range marks {
+		x.absent(m, "key %d: the grant deletes every mark of its own, with priority or not", i)
+	}
+	assert.Equal(t, int64(1), x.run(driver.ScriptReleaseAll, locks, "w", "3"))
 
 	r := base + ":r"
 	readers, w := sideKeys(t, r)

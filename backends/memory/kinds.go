@@ -77,7 +77,7 @@ func (n *Node) acquireAll(c *scriptCall) (any, error) {
 			n.data[c.keys[keys+i]] = entry{value: strconv.FormatInt(t, 10)}
 		}
 		if marks != nil {
-			if m, ok := n.live(marks[i], c.now); ok && m.value == own {
+			if m, ok := n.live(marks[i], c.now); ok && sameSet(m.value, own) {
 				delete(n.data, marks[i])
 			}
 		}
@@ -90,6 +90,13 @@ func setMark(v string) bool { return strings.HasPrefix(v, driver.SetMarkPrefix) 
 
 // freshPrefix begins a set's mark without priority (driver.SetMarkFresh).
 var freshPrefix = driver.SetMark(driver.SetMarkFresh, "")
+
+// sameSet reports whether v is a mark of the acquisition whose mark is
+// own: the same id, whatever its priority.
+func sameSet(v, own string) bool {
+	at := len(driver.SetMarkPrefix) + 16 // past the priority and its colon
+	return setMark(v) && len(v) > at && len(own) > at && v[at:] == own[at:]
+}
 
 // freshMark reports whether v is a set's mark without priority: it keeps
 // new readers out and holds back no set.

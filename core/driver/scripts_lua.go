@@ -88,7 +88,8 @@ end
 
 // luaSetMark reads and writes a waiting set's priority mark (SetMark):
 // setmark tells a set's mark from anything else at a mark's key, fresh
-// a mark without priority (SetMarkFresh) from one with it, before
+// a mark without priority (SetMarkFresh) from one with it, sameset a
+// mark of the same acquisition (its id, whatever its priority), before
 // compares two marks byte by byte (Lua's < follows the server's locale),
 // and mark writes the set's own mark own at key, for px milliseconds,
 // unless an older set's mark, or a key that is no mark, is there.
@@ -98,6 +99,9 @@ local function setmark(v)
 end
 local function fresh(v)
 	return string.sub(v, 1, #freshprefix) == freshprefix
+end
+local function sameset(v, own)
+	return setmark(v) and #v > #setprefix + 16 and string.sub(v, #setprefix + 17) == string.sub(own, #setprefix + 17)
 end
 local function before(a, b)
 	for i = 1, math.min(#a, #b) do
@@ -167,7 +171,7 @@ for i = 1, n do
 	if fenced then
 		redis.call("set", KEYS[n + i], string.format("%d", t))
 	end
-	if own and redis.call("get", KEYS[m0 + i]) == own then
+	if own and sameset(redis.call("get", KEYS[m0 + i]), own) then
 		redis.call("del", KEYS[m0 + i])
 	end
 end
