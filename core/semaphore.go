@@ -111,17 +111,20 @@ func (l *Locker) newSemaphore(key string, permits int) (*semaphore, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, ok := driver.QueueKey(rkey)
+	// Its queue, notices and counter are its own, not those of a lock of
+	// another kind on key (driver.SemaphoreKey).
+	base, ok := driver.SemaphoreKey(rkey)
 	if !ok {
-		q = ""
+		return nil, invalid("key %q has no hash tag and contains \"}\", so its permit slots cannot share its cluster slot; put the key in a hash tag, such as {%s}", key, key)
+	}
+	q, _ := driver.QueueKey(base)
+	if fence != "" {
+		fence, _ = driver.FenceKey(base)
 	}
 	s := &semaphore{slots: make([]*permit, permits), holds: make([]string, permits)}
 	for i := range s.slots {
-		slot, ok := driver.PermitKey(rkey, i)
-		if !ok {
-			return nil, invalid("key %q has no hash tag and contains \"}\", so its permit slots cannot share its cluster slot; put the key in a hash tag, such as {%s}", key, key)
-		}
-		s.slots[i] = &permit{mutex: l.mutexOn(slot, q, rkey, fence), sem: rkey}
+		slot, _ := driver.PermitKey(rkey, i) // in base's cluster slot, as base is
+		s.slots[i] = &permit{mutex: l.mutexOn(slot, q, base, fence), sem: base}
 		s.holds[i] = slot
 	}
 	s.permit = s.slots[0]

@@ -53,7 +53,7 @@ func TestPermits(t *testing.T) {
 		assert.Greater(t, c.Token(), b.Token())
 		require.NoError(t, b.Release(ctx))
 		require.NoError(t, c.Release(ctx))
-		assert.Equal(t, [][]string{{"{jobs}:fence"}, {"{jobs}:fence"}, {"{jobs}:fence"}}, keysOn(nodes))
+		assert.Equal(t, [][]string{{"{jobs}:permits:fence"}, {"{jobs}:permits:fence"}, {"{jobs}:permits:fence"}}, keysOn(nodes))
 	})
 }
 
@@ -126,5 +126,56 @@ func TestTryAcquirePermitSweeps(t *testing.T) {
 				require.NoError(t, p.Release(ctx))
 			}
 		}
+	})
+}
+
+// A semaphore's queue, notices and fencing counter are its own: a plain
+// lock of the same name, queued first, does not take the hand-off of a
+// released permit (the permit's waiter would then sleep out its retry
+// delay, an hour here), and a permit does not move the term of a leader
+// of the same name.
+func TestSemaphoreKeysAreItsOwn(t *testing.T) {
+	t.Run("queue", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			nodes := memory.NewNodes(3)
+			slow := core.WithRetryDelay(strategies.JitterDelay(time.Hour, time.Hour))
+			a, b, c := lockerOn(t, nodes, slow), lockerOn(t, nodes, slow), lockerOn(t, nodes, slow)
+			m, err := a.Acquire(t.Context(), "jobs")
+			require.NoError(t, err)
+			p, err := a.AcquirePermit(t.Context(), "jobs", 1)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			plain := make(chan error, 1)
+			go func() { _, err := b.Acquire(ctx, "jobs"); plain <- err }()
+			synctest.Wait() // the plain waiter queued first
+			got := make(chan *core.Lock, 1)
+			go func() {
+				q, err := c.AcquirePermit(ctx, "jobs", 1)
+				assert.NoError(t, err)
+				got <- q
+			}()
+			synctest.Wait()
+			require.NoError(t, p.Release(t.Context()))
+			released := time.Now()
+			q := <-got
+			assert.Less(t, time.Since(released), time.Second, "the permit's waiter is handed the free permit")
+			require.NoError(t, q.Release(t.Context()))
+			cancel()
+			require.ErrorIs(t, <-plain, context.Canceled)
+			require.NoError(t, m.Release(t.Context()))
+		})
+	})
+	t.Run("fence", func(t *testing.T) {
+		l, _ := newLocker(t, 3, core.WithFencing(true))
+		lead, err := l.Campaign(t.Context(), "elect", "host-a")
+		require.NoError(t, err)
+		p, err := l.AcquirePermit(t.Context(), "elect", 2)
+		require.NoError(t, err)
+		ld, err := l.Leader(t.Context(), "elect")
+		require.NoError(t, err)
+		assert.Equal(t, lead.Token(), ld.Term, "the leader's term is its token")
+		require.NoError(t, p.Release(t.Context()))
+		require.NoError(t, lead.Release(t.Context()))
 	})
 }

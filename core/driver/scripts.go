@@ -525,6 +525,17 @@ func PermitKey(key string, i int) (slot string, ok bool) {
 	return sideKey(key, PermitSuffix+strconv.Itoa(i))
 }
 
+// SemaphoreSuffix ends the name of a semaphore's own keys; see
+// SemaphoreKey.
+const SemaphoreSuffix = ":permits"
+
+// SemaphoreKey returns the name from which the semaphore key (the stored
+// key) names its wait queue (QueueKey), release notices (ReleaseChannel)
+// and fencing counter (FenceKey): "{jobs}:permits" for "jobs", so that
+// they are not those of a lock of another kind on the same key. ok is as
+// PermitKey's.
+func SemaphoreKey(key string) (name string, ok bool) { return sideKey(key, SemaphoreSuffix) }
+
 // sideKey names a key that lives beside key in its cluster slot.
 func sideKey(key, suffix string) (string, bool) {
 	var side string
