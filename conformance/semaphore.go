@@ -178,7 +178,9 @@ func enqueueNeedsEverySlot(t *testing.T, h Harness, _ int, _ Strategy) {
 	servers := h.Shared(t, 1)
 	n := servers.Nodes(t)[0]
 	ctx, k := t.Context(), key(t)
-	q, ok := driver.QueueKey(k)
+	base, ok := driver.SemaphoreKey(k)
+	require.True(t, ok)
+	q, ok := driver.QueueKey(base)
 	require.True(t, ok)
 	slots := []string{permitKey(t, k, 0), permitKey(t, k, 1), permitKey(t, k, 2)}
 	enqueue := func(ticket, mode string) any {
