@@ -131,6 +131,9 @@ func (l *Locker) Campaign(ctx context.Context, key, value string) (*Lock, error)
 	if err := checkLeaderValue(value); err != nil {
 		return nil, err
 	}
+	if l.o.keepAliveErr != nil { // before a term is taken and announced
+		return nil, l.o.keepAliveErr
+	}
 	lock, err := l.acquire(ctx, target{key: key, candidate: value}, math.MaxInt)
 	if err != nil {
 		return nil, err
@@ -359,25 +362,34 @@ func (o *observer) run(s leaderState) {
 	timer := l.o.clock.NewTimer(poll)
 	defer func() { timer.Stop() }()
 	last, sent := "", false
+	var term int64
 	for {
-		if !sent || s.stored != last {
+		// A new leader's term may be read before its raise has reached the
+		// nodes read: the same leader read again with a greater term is
+		// sent again (never with a lower one), and a new leader is read
+		// again soon, so that its term settles.
+		next := poll
+		if !sent || s.stored != last || s.leader.Term > term {
 			select {
 			case o.out <- s.leader:
 			case <-o.ctx.Done():
 				return
 			}
-			last, sent = s.stored, true
+			if s.stored != last && s.leader.Value != "" {
+				next = min(poll, 2*l.o.nodeTimeout)
+			}
+			last, term, sent = s.stored, s.leader.Term, true
 		}
+		timer.Stop()
+		timer = l.o.clock.NewTimer(next)
 		select {
 		case <-o.ctx.Done():
 			return
 		case <-o.wake:
 		case <-timer.C():
 		}
-		timer.Stop()
-		if next, err := o.r.read(o.ctx); err == nil {
-			s = next
+		if read, err := o.r.read(o.ctx); err == nil {
+			s = read
 		}
-		timer = l.o.clock.NewTimer(poll)
 	}
 }

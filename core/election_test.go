@@ -176,3 +176,57 @@ func TestObserve(t *testing.T) {
 		})
 	})
 }
+
+// Observe may read a new leader before its campaign's raise reaches the
+// nodes it reads, with a term below the leader's token; it sends the same
+// leader again once it reads the greater term, so that the last term it
+// sent is the leader's. Before, it sent a leader again only when the
+// stored value changed, and kept the low term for the whole term.
+func TestObserveSettlesTheTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes := memory.NewNodes(3)
+		nodes[2].Set("{elect}:fence", "5", 0) // grants of lost rounds, on the third node alone
+		cand := lockerOn(t, nodes, core.WithStrategy(strategies.Parallel()), core.WithNodeTimeout(500*time.Millisecond))
+		watcher := lockerOn(t, nodes, core.WithNodeTimeout(50*time.Millisecond))
+		obs, err := watcher.Observe(t.Context(), "elect")
+		require.NoError(t, err)
+		require.Zero(t, <-obs)
+		nodes[2].Pause()
+		won := make(chan *core.Lock)
+		go func() {
+			lock, err := cand.Campaign(t.Context(), "elect", "host-a")
+			assert.NoError(t, err)
+			won <- lock
+		}()
+		seen := <-obs // read at the others' notices, the third timed out
+		time.Sleep(100 * time.Millisecond)
+		nodes[2].Resume()
+		lock := <-won
+		time.Sleep(core.DefaultTTL / 2) // notices and polls
+		synctest.Wait()
+		for more := true; more; {
+			select {
+			case ld := <-obs:
+				seen = ld
+			default:
+				more = false
+			}
+		}
+		assert.Equal(t, core.Leader{Value: "host-a", Term: lock.Token()}, seen, "Observe's last leader is the leader, with its term")
+		require.NoError(t, lock.Release(t.Context()))
+	})
+}
+
+// Campaign under options with which a lock cannot be kept alive is
+// refused before any node is asked: no term is taken, and no observer
+// sees a leader that Campaign never returned.
+func TestCampaignRefusesOptionsThatCannotKeepAlive(t *testing.T) {
+	l, nodes := newLocker(t, 3, core.WithTTL(200*time.Millisecond), core.WithNodeTimeout(100*time.Millisecond))
+	_, err := l.Campaign(t.Context(), "elect", "host-a")
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	assert.ErrorContains(t, err, "keep a lock alive")
+	for i, n := range nodes {
+		_, _, ok := n.Get("{elect}:fence")
+		assert.False(t, ok, "node %d: a term was taken", i)
+	}
+}
