@@ -614,14 +614,15 @@ func (l *Locker) skippedNodes(results []NodeResult) (mask uint64) {
 	return mask
 }
 
-// contextError is the caller's context error with its cause, if distinct.
+// contextError is the caller's context error with its cause, if
+// distinct, on one line: "context canceled: terminated".
 func contextError(ctx context.Context) error {
 	err := ctx.Err()
 	if err == nil {
 		return nil
 	}
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return errors.Join(err, cause)
+		return fmt.Errorf("%w: %w", err, cause)
 	}
 	return err
 }
