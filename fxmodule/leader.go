@@ -147,9 +147,11 @@ func (c *campaign) run() {
 // whether to campaign again: not once the app stops or fails.
 func (c *campaign) lead(lock *core.Lock) bool {
 	if c.p.Hook.OnStart != nil {
+		// OnStart may keep its context (a scheduler's loop): it lives as
+		// long as the term, or the app.
 		ctx, cancel := lock.Context(c.ctx)
+		defer cancel()
 		err := c.p.Hook.OnStart(ctx)
-		cancel()
 		if err != nil && c.ctx.Err() == nil && lock.Err() == nil {
 			c.resign(lock, context.Background())
 			c.fail(fmt.Errorf("fxmodule: LeaderHook %q: OnStart: %w", c.key, err))

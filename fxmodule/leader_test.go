@@ -124,3 +124,23 @@ func TestLeaderHookFails(t *testing.T) {
 	app.RequireStop()
 	assert.Empty(t, holders(t, addrs, key), "resigned")
 }
+
+// OnStart's context lives as long as the term: a hook that starts a loop
+// with it (go s.run(ctx)) keeps running while the app leads. It used to
+// end as soon as OnStart returned.
+func TestLeaderHookContextLastsTheTerm(t *testing.T) {
+	t.Parallel()
+	addrs := servers(t)
+	cfg := fxmodule.Config{Driver: fxmodule.DriverGoRedis, Addrs: addrs, TTL: 3 * time.Second, NodeTimeout: 500 * time.Millisecond}
+	got := make(chan context.Context, 1)
+	app := fxtest.New(t, fx.NopLogger, fxmodule.Module, fx.Supply(cfg),
+		fxmodule.LeaderHook("fxmodule:"+t.Name(), func() fx.Hook {
+			return fx.Hook{OnStart: func(ctx context.Context) error { got <- ctx; return nil }}
+		}))
+	app.RequireStart()
+	ctx := <-got
+	// A bounded wait for a non-event: the bug ended the context at once.
+	require.Never(t, func() bool { return ctx.Err() != nil }, 300*time.Millisecond, 5*time.Millisecond, "OnStart's context ended while the app leads")
+	app.RequireStop()
+	require.Error(t, ctx.Err(), "and it ends with the app")
+}
