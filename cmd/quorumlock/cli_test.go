@@ -71,6 +71,7 @@ func TestUsage(t *testing.T) {
 		{"elect with run's flag", nil, []string{"elect", "--shared", "k", "--", "echo", "ran"}, "--shared"},
 		{"elect flag after key", nil, []string{"elect", "k", "--again", "--", "echo", "ran"}, "put flags before KEY"},
 		{"elect bad value", nil, []string{"elect", "--value", "a\tb", "k", "--", "echo", "ran"}, "control character"},
+		{"elect empty value", nil, []string{"elect", "--value=", "k", "--", "echo", "ran"}, "empty: give the value a leader shows"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCLI(t, addrs, c.env, c.args...)

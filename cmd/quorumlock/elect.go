@@ -33,9 +33,6 @@ func electCommand(args []string, stdout, stderr io.Writer) int {
 	case s.waitSet && s.wait == 0:
 		return usageFailure(stderr, "elect", errors.New("--wait 0: a campaign waits; give how long, or no --wait to campaign until a signal"))
 	}
-	if !s.waitSet {
-		s.wait = 0 // for ever: QUORUMLOCK_WAIT is run's
-	}
 	if s.leader == "" {
 		s.leader = defaultLeader()
 	}
@@ -51,7 +48,7 @@ func electCommand(args []string, stdout, stderr io.Writer) int {
 	defer closeSoon(locker)
 	for {
 		t := hold(locker, want, &s, command, sigs, stderr)
-		if !s.again || !t.ran || t.signalled {
+		if !s.again || !t.ran || t.signalled || interrupted(t.code) {
 			return t.code
 		}
 		select {
@@ -60,6 +57,13 @@ func electCommand(args []string, stdout, stderr io.Writer) int {
 		case <-time.After(againPause):
 		}
 	}
+}
+
+// interrupted reports whether COMMAND's exit status says a terminal's
+// Ctrl-C or Ctrl-\ ended it: the terminal sends them to COMMAND's group
+// alone, and they end elect --again too, as they end a shell's loop.
+func interrupted(code int) bool {
+	return code == 128+int(syscall.SIGINT) || code == 128+int(syscall.SIGQUIT)
 }
 
 // defaultLeader is the value a leader shows by default: HOST:PID.

@@ -142,6 +142,22 @@ func TestElectAgain(t *testing.T) {
 		assert.Contains(t, []int{0, 128 + int(syscall.SIGTERM)}, r.code, "COMMAND's status, or the signal's between terms: %s", r.stderr)
 		assert.False(t, heldNow(t, testLocker(t, addrs), key(t)), "resigned")
 	})
+	t.Run("interrupted", func(t *testing.T) {
+		// Ctrl-C in a terminal reaches COMMAND's group alone: a COMMAND
+		// ended by SIGINT ends elect --again, as it ends a shell's loop.
+		// QUORUMLOCK_WAIT is run's: a negative one is no fault of elect's.
+		t.Parallel()
+		addrs := serverAddrs(t)
+		run := quorumlock(t, addrs, []string{"QUORUMLOCK_WAIT=-5s"}, patient("elect", "--again", key(t), "--", "sh", "-c", `echo "term $QUORUMLOCK_TERM"; kill -INT $$`)...)
+		out, err := run.StdoutPipe()
+		require.NoError(t, err)
+		var stderr strings.Builder
+		run.Stderr = &stderr
+		require.NoError(t, run.Start())
+		r := finish(t, run, readLines(t, out), &stderr)
+		assert.Equal(t, 128+int(syscall.SIGINT), r.code, "COMMAND's status, and no second term: %s", r.stderr)
+		assert.Equal(t, 1, strings.Count(r.stdout, "term "), "one term")
+	})
 	t.Run("lost", func(t *testing.T) {
 		t.Parallel()
 		addrs := serverAddrs(t)

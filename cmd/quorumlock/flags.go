@@ -133,10 +133,17 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 		fs.Func("n", "", permitsSetter(&s.permits))
 	case "elect":
 		// Only the flag: a QUORUMLOCK_WAIT meant for run must not make a
-		// standby give up.
+		// standby give up (nor fail its checks).
+		s.wait = 0
 		fs.Func("wait", "", func(v string) error { s.waitSet = true; return durationSetter(&s.wait)(v) })
 		fs.BoolVar(&s.again, "again", false, "")
-		fs.StringVar(&s.leader, "value", "", "")
+		fs.Func("value", "", func(v string) error {
+			if v == "" {
+				return errors.New("empty: give the value a leader shows, or no --value for HOST:PID")
+			}
+			s.leader = v
+			return nil
+		})
 	case "status":
 		fs.BoolVar(&s.value, "value", false, "")
 		fs.Func("n", "", permitsSetter(&s.permits))

@@ -211,10 +211,12 @@ status only:
   -n K                    the permits in use of KEY's K
 
 Every other setting of fxmodule's configuration is read from its variable
-too (QUORUMLOCK_STRATEGY, QUORUMLOCK_QUORUM, QUORUMLOCK_RESTART_GUARD...).
+too (QUORUMLOCK_STRATEGY, QUORUMLOCK_QUORUM, QUORUMLOCK_RESTART_GUARD, a
+duration; QUORUMLOCK_DISABLE_RESTART_GUARD=true turns the guard off...).
 
 Exit statuses:
-  COMMAND's own   run: COMMAND exited (128+N when killed by signal N)
+  COMMAND's own   run, elect: COMMAND exited (128+N when killed by
+                  signal N)
   0               status: KEY is held (-n: every permit is)
   1               status: KEY is free (-n: a permit is)
   64              bad flags, arguments or environment (EX_USAGE)
