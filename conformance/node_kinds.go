@@ -36,6 +36,7 @@ var kindScripts = []struct {
 	{"InspectReaders", inspectReaders},
 	{"RaiseFenceScript", raiseFenceScript},
 	{"KindScriptArguments", kindScriptArguments},
+	{"LeaderScript", leaderScript},
 }
 
 // scripted is one node under test and its servers, with the calls the
@@ -453,4 +454,20 @@ func setMarksWithoutPriority(t *testing.T, h Harness) {
 		"a reader handed the key passes a set's mark")
 	assert.Equal(t, int64(0), x.run(driver.ScriptWithdraw, []string{r, w}, "mine", "5000"), "a writer loses to the reader")
 	x.holds(w, old, time.Minute, "a writer's withdrawal leaves a set's mark")
+}
+
+// leaderScript checks ScriptLeader: a live key's value and its counter
+// (0 when missing or not an integer), nothing for a missing key.
+func leaderScript(t *testing.T, h Harness) {
+	x, base := sharedNode(t, h), tag(t)
+	k, counter := base+":lead", base+":lead:fence"
+	assert.Empty(t, x.run(driver.ScriptLeader, []string{k, counter}), "nobody leads")
+	x.set(k, "r:host-a", time.Minute)
+	assert.Equal(t, []any{"r:host-a", int64(0)}, x.run(driver.ScriptLeader, []string{k, counter}), "no counter yet")
+	x.set(counter, "7", 0)
+	assert.Equal(t, []any{"r:host-a", int64(7)}, x.run(driver.ScriptLeader, []string{k, counter}))
+	x.set(counter, "seven", 0)
+	assert.Equal(t, []any{"r:host-a", int64(0)}, x.run(driver.ScriptLeader, []string{k, counter}), "a counter that is no integer reads 0")
+	x.del(k)
+	x.del(counter)
 }

@@ -124,16 +124,23 @@ func (n *Node) announce(c *scriptCall, i int, answer int64) {
 	}
 }
 
+// errWrongType is Redis's error for a command on a key of another type.
+var errWrongType = errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+
 // leader is driver.ScriptLeader: {value, counter} of a live key, the
-// counter 0 when missing, or {} when the key does not exist.
+// counter 0 when missing or not an integer (Lua's tonumber), {} when the
+// key does not exist, and Redis's WRONGTYPE error for a list.
 func (n *Node) leader(c *scriptCall) (any, error) {
 	e, ok := n.data[c.keys[0]]
-	if !ok || !e.live(c.now) || e.list != nil {
+	switch {
+	case !ok || !e.live(c.now):
 		return []any{}, nil
+	case e.list != nil:
+		return nil, errWrongType
 	}
 	counter, err := n.counter(c.keys[1], c.now)
 	if err != nil {
-		return nil, err
+		counter = 0
 	}
 	return []any{e.value, counter}, nil
 }
