@@ -8,8 +8,17 @@ import (
 )
 
 // raiseFence is the second step of a fenced acquisition: it returns the
-// token (the largest granting counter) once a quorum holds at least it,
-// raising every node that answered (docs/design.md, fencing: the raise).
+// token (the largest granting counter) once a quorum of the nodes that
+// granted the lock holds at least it, raising every node that answered
+// (docs/design.md, fencing: the raise).
+//
+// Only granting nodes count toward that quorum. A node that refused holds
+// another owner's key, typically a round still under way whose calls to the
+// other nodes are late: it may have read its counter there before this
+// raise, and complete its quorum on nodes that this lock leaves behind once
+// released, drawing this token again after this critical section. A node
+// that holds this lock's key can grant the next owner only after this
+// release, so after the raise.
 func (l *Locker) raiseFence(ctx context.Context, key string, k lockKind, results []NodeResult, counters []atomic.Int64) (int64, *QuorumError) {
 	var token int64
 	for i := range results {
@@ -40,7 +49,8 @@ func (l *Locker) raiseFence(ctx context.Context, key string, k lockKind, results
 	})
 	n = 0
 	for i := range raised {
-		if raised[i].Outcome == OutcomeOK || atToken(results[i], counters[i].Load(), token) {
+		// A refused or young node is raised, but does not count.
+		if results[i].Outcome == OutcomeOK && (raised[i].Outcome == OutcomeOK || counters[i].Load() == token) {
 			n++
 		}
 	}
