@@ -173,13 +173,8 @@ type leaderRead struct {
 // enterRead checks the arguments of Leader and Observe and enters the
 // Locker (the caller leaves it).
 func (l *Locker) enterRead(ctx context.Context, key string) (*leaderRead, error) {
-	switch {
-	case l.zero():
-		return nil, errZeroLocker
-	case key == "":
-		return nil, invalid("key is empty")
-	case ctx == nil:
-		return nil, invalid("context is nil")
+	if err := l.readArgs(ctx, key); err != nil {
+		return nil, err
 	}
 	e, err := l.newElection(key, "")
 	if err != nil {

@@ -98,6 +98,20 @@ func longer(a, b time.Duration) int {
 	return -1
 }
 
+// readArgs refuses the arguments of a read (Inspect, InspectPermits,
+// Leader, Observe): a zero Locker, an empty key, a nil context.
+func (l *Locker) readArgs(ctx context.Context, key string) error {
+	switch {
+	case l.zero():
+		return errZeroLocker
+	case key == "":
+		return invalid("key is empty")
+	case ctx == nil:
+		return invalid("context is nil")
+	}
+	return nil
+}
+
 // Inspect reads what every node holds under key, without taking or
 // changing anything: the value and its time to live on each. The calls go
 // to all nodes at once, each bounded by ctx and the node timeout; a
@@ -109,13 +123,8 @@ func longer(a, b time.Duration) int {
 // ErrInvalidArgument for an empty key or nil context, and ErrClosed after
 // Close.
 func (l *Locker) Inspect(ctx context.Context, key string) (*KeyState, error) {
-	switch {
-	case l.zero():
-		return nil, errZeroLocker
-	case key == "":
-		return nil, invalid("key is empty")
-	case ctx == nil:
-		return nil, invalid("context is nil")
+	if err := l.readArgs(ctx, key); err != nil {
+		return nil, err
 	}
 	if !l.enter(nil) {
 		return nil, l.closedError(OpInspect, key)

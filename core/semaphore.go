@@ -53,13 +53,8 @@ func (l *Locker) TryAcquirePermit(ctx context.Context, key string, permits int) 
 // reports the permit in use. Its errors are Inspect's and
 // AcquirePermit's.
 func (l *Locker) InspectPermits(ctx context.Context, key string, permits int) ([]*KeyState, error) {
-	switch {
-	case l.zero():
-		return nil, errZeroLocker
-	case key == "":
-		return nil, invalid("key is empty")
-	case ctx == nil:
-		return nil, invalid("context is nil")
+	if err := l.readArgs(ctx, key); err != nil {
+		return nil, err
 	}
 	if !l.enter(nil) {
 		return nil, l.closedError(OpInspect, key)
