@@ -164,19 +164,21 @@ func (c *campaign) lead(lock *core.Lock) bool {
 	}
 	select {
 	case <-lock.Done():
-		ctx, cancel := context.WithTimeout(c.ctx, lock.Validity())
-		err := c.onStop(ctx)
-		cancel()
-		if err != nil {
-			c.log().WarnContext(c.ctx, "quorumlock: leadership lost; OnStop failed", "key", c.key, "err", err)
-		}
-		c.resign(lock, context.Background())
-		return c.ctx.Err() == nil
 	case <-c.ctx.Done():
+	}
+	if c.ctx.Err() != nil { // the app stops, even if the term ended as it did
 		c.stopErr = c.onStop(c.stopCtx)
 		c.resign(lock, c.stopCtx)
 		return false
 	}
+	ctx, cancel := context.WithTimeout(c.ctx, lock.Validity())
+	err := c.onStop(ctx)
+	cancel()
+	if err != nil {
+		c.log().WarnContext(c.ctx, "quorumlock: leadership lost; OnStop failed", "key", c.key, "err", err)
+	}
+	c.resign(lock, context.Background())
+	return c.ctx.Err() == nil
 }
 
 // stopOr is the app's stop context once the app stops, else ctx.
