@@ -49,8 +49,13 @@ func (l *Locker) raiseFence(ctx context.Context, key string, k lockKind, results
 	})
 	n = 0
 	for i := range raised {
-		// A refused or young node is raised, but does not count.
-		if results[i].Outcome == OutcomeOK && (raised[i].Outcome == OutcomeOK || counters[i].Load() == token) {
+		if results[i].Outcome != OutcomeOK {
+			// A refused or young node is raised, but does not count: the
+			// error shows its acquisition's answer, not the raise's.
+			raised[i] = results[i]
+			continue
+		}
+		if raised[i].Outcome == OutcomeOK || counters[i].Load() == token {
 			n++
 		}
 	}

@@ -601,6 +601,24 @@ func TestFencing(t *testing.T) {
 			assert.False(t, ok, "a failed round leaves no key")
 		}
 	})
+	t.Run("a raise taken by refused nodes alone does not count", func(t *testing.T) {
+		// Only granting nodes count toward the quorum at the token: a node
+		// that refused may have given its counter to a round under way
+		// before the raise (docs/design.md, fencing: the raise).
+		nodes := memory.NewNodes(3)
+		wrapped := []core.Node{nodes[0], noRaise{plainNode{nodes[1]}}, nodes[2]}
+		l, err := core.New(wrapped, core.WithFencing(true), core.WithTries(1))
+		require.NoError(t, err)
+		defer func() { require.NoError(t, l.Close()) }()
+		fence, _ := driver.FenceKey("k")
+		nodes[0].Set(fence, "10", 0)           // the counters disagree: a raise is needed
+		nodes[2].Set("k", "stale", time.Hour) // refuses, and takes the raise
+		_, err = l.Acquire(t.Context(), "k")
+		require.ErrorIs(t, err, core.ErrUnavailable, "one granting node at the token, of a quorum of two")
+		var qe *core.QuorumError
+		require.ErrorAs(t, err, &qe)
+		assert.Equal(t, core.OutcomeRefused, qe.Nodes[2].Outcome, "the refused node is shown as refused, not as raised")
+	})
 	t.Run("keys", func(t *testing.T) {
 		for _, k := range []string{"orders:42", "{user:1}:lock", "a{b}c", "{", "é"} {
 			fence, ok := driver.FenceKey(k)
