@@ -611,7 +611,7 @@ func TestFencing(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { require.NoError(t, l.Close()) }()
 		fence, _ := driver.FenceKey("k")
-		nodes[0].Set(fence, "10", 0)           // the counters disagree: a raise is needed
+		nodes[0].Set(fence, "10", 0)          // the counters disagree: a raise is needed
 		nodes[2].Set("k", "stale", time.Hour) // refuses, and takes the raise
 		_, err = l.Acquire(t.Context(), "k")
 		require.ErrorIs(t, err, core.ErrUnavailable, "one granting node at the token, of a quorum of two")
