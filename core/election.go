@@ -57,7 +57,7 @@ func (l *Locker) newElection(key, value string) (*election, error) {
 	if m.fenceKey == "" {
 		fence, ok := driver.FenceKey(m.rkey)
 		if !ok {
-			return nil, invalid("key %q has no hash tag and contains \"}\", so no term counter can share its cluster slot (see FenceKey); put the key in a hash tag, such as {%s}", key, key)
+			return nil, untagged(key, "no term counter can share")
 		}
 		m.fenceKey = fence
 		m.names[3], m.names[6] = fence, fence

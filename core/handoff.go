@@ -478,12 +478,17 @@ type setQueues interface {
 }
 
 // holdKeys returns the keys that all hold k while it is taken: a
-// semaphore's slots, else its stored key.
+// semaphore's slots (it is free when one is missing), else its stored key.
 func holdKeys(k lockKind) []string {
-	if s, ok := k.(*semaphore); ok {
-		return s.holds
+	s, ok := k.(*semaphore)
+	if !ok {
+		return []string{k.stored()}
 	}
-	return []string{k.stored()}
+	keys := make([]string, len(s.slots))
+	for i, p := range s.slots {
+		keys[i] = p.rkey
+	}
+	return keys
 }
 
 func (h *handoffWaiter) startRound() (wakeKind, bool) {

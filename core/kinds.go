@@ -105,6 +105,12 @@ func sideKeys(rkeys []string, side func(string) (string, bool)) []string {
 	return out
 }
 
+// untagged refuses key, which has no hash tag and contains "}", for a
+// lock kind whose side keys (what) cannot then share its cluster slot.
+func untagged(key, what string) error {
+	return invalid("key %q has no hash tag and contains \"}\", so %s its cluster slot; put the key in a hash tag, such as {%s}", key, what, key)
+}
+
 // oneSlot refuses keys in different cluster slots when a node is a Redis
 // Cluster: one script cannot touch them all there.
 func (l *Locker) oneSlot(rkeys []string) error {
@@ -225,7 +231,7 @@ func (l *Locker) newShared(key string) (*shared, error) {
 	readers, ok := driver.ReadersKey(rkey)
 	mark, ok2 := driver.WriterKey(rkey)
 	if !ok || !ok2 {
-		return nil, invalid("key %q has no hash tag and contains \"}\", so its readers cannot share its cluster slot; put the key in a hash tag, such as {%s}", key, key)
+		return nil, untagged(key, "its readers cannot share")
 	}
 	s := &shared{rkey: rkey, ttl: l.ttlMillis, guard: l.guardMillis, isFenced: fence != ""}
 	if q, ok := driver.QueueKey(rkey); ok {

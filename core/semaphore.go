@@ -92,7 +92,6 @@ func (p *permit) stored() string { return p.sem }
 type semaphore struct {
 	*permit
 	slots []*permit
-	holds []string // the slot keys: the semaphore is free when one is missing
 }
 
 // newSemaphore returns the semaphore of permits slots on key, or refuses
@@ -110,17 +109,16 @@ func (l *Locker) newSemaphore(key string, permits int) (*semaphore, error) {
 	// another kind on key (driver.SemaphoreKey).
 	base, ok := driver.SemaphoreKey(rkey)
 	if !ok {
-		return nil, invalid("key %q has no hash tag and contains \"}\", so its permit slots cannot share its cluster slot; put the key in a hash tag, such as {%s}", key, key)
+		return nil, untagged(key, "its permit slots cannot share")
 	}
 	q, _ := driver.QueueKey(base)
 	if fence != "" {
 		fence, _ = driver.FenceKey(base)
 	}
-	s := &semaphore{slots: make([]*permit, permits), holds: make([]string, permits)}
+	s := &semaphore{slots: make([]*permit, permits)}
 	for i := range s.slots {
 		slot, _ := driver.PermitKey(rkey, i) // in base's cluster slot, as base is
 		s.slots[i] = &permit{mutex: l.mutexOn(slot, q, base, fence), sem: base}
-		s.holds[i] = slot
 	}
 	s.permit = s.slots[0]
 	return s, nil
