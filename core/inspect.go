@@ -171,30 +171,30 @@ func (l *Locker) inspect(ctx context.Context, key, rkey string) (*KeyState, erro
 // read sets the node's state from ScriptInspect's reply: {-2}, {pttl,
 // value}, or for a shared lock {pttl, value, reader, ttl, ...}.
 func (n *NodeState) read(reply any) error {
-	bad := fmt.Errorf("quorumlock: inspect: unexpected reply %#v", reply)
+	bad := func() error { return fmt.Errorf("quorumlock: inspect: unexpected reply %#v", reply) }
 	a, _ := reply.([]any)
 	if len(a) == 0 {
-		return bad
+		return bad()
 	}
 	ms, ok := a[0].(int64)
 	switch {
 	case !ok:
-		return bad
+		return bad()
 	case ms == -2 || len(a) == 1:
 		n.Value, n.TTL = "", 0
 		return nil
 	case len(a)%2 != 0:
-		return bad
+		return bad()
 	}
 	if n.Value, ok = a[1].(string); !ok {
-		return bad
+		return bad()
 	}
 	n.TTL = millisTTL(ms)
 	for j := 2; j < len(a); j += 2 {
 		reader, ok1 := a[j].(string)
 		ttl, ok2 := a[j+1].(int64)
 		if !ok1 || !ok2 {
-			return bad
+			return bad()
 		}
 		if n.Readers == nil {
 			n.Readers = make(map[string]time.Duration, (len(a)-2)/2)
