@@ -32,7 +32,8 @@
 // "contended", "unavailable", "expired", "lost", "not_held", "canceled",
 // "closed", "invalid", "restarted" or "other", a small closed set. The
 // lock label is the kind of lock (core.Event's Lock): "mutex" (Acquire),
-// "multi" (AcquireAll), "shared" (AcquireShared), or "other" for a kind
+// "multi" (AcquireAll), "shared" (AcquireShared), "semaphore"
+// (AcquirePermit), "leader" (Campaign), or "other" for a kind
 // this package does not know. Series appear when first used, but for
 // quorumlock_locks_held{lock="mutex"}, there at 0 from the start. The
 // names and other labels are as they were before the lock label: a query

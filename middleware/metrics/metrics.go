@@ -111,7 +111,7 @@ func labelsString(labels prometheus.Labels) string {
 // series.
 var (
 	ops     = [...]core.Op{core.OpAcquire, core.OpExtend, core.OpRelease, core.OpLost}
-	locks   = [...]string{"mutex", "multi", "shared", "other"}
+	locks   = [...]string{"mutex", "multi", "shared", "semaphore", "leader", "other"}
 	reasons = [...]string{
 		core.ReasonOK, core.ReasonContended, core.ReasonUnavailable, core.ReasonExpired, core.ReasonLost,
 		core.ReasonNotHeld, core.ReasonCanceled, core.ReasonClosed, core.ReasonInvalid, core.ReasonRestarted, core.ReasonOther,

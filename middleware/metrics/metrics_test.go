@@ -322,31 +322,37 @@ quorumlock_locks_held{lock="shared"} 2
 		for _, lock := range []*core.Lock{multi, r1, r2} {
 			require.NoError(t, lock.Release(ctx))
 		}
-		// Events from elsewhere: without a kind (a mutex), of a kind this
-		// package does not know (other).
+		// Events from elsewhere: without a kind (a mutex), a permit and a
+		// leader's lock, and of a kind this package does not know (other).
 		obs.Observe(ctx, core.Event{Kind: core.OpAcquire})
 		obs.Observe(ctx, core.Event{Kind: core.OpAcquire, Lock: "semaphore"})
+		obs.Observe(ctx, core.Event{Kind: core.OpAcquire, Lock: "leader"})
+		obs.Observe(ctx, core.Event{Kind: core.OpAcquire, Lock: "bogus"})
 
 		const want = `
 # HELP quorumlock_locks_held Locks acquired and not yet released (a lost lock counts until it is released), by kind of lock.
 # TYPE quorumlock_locks_held gauge
+quorumlock_locks_held{lock="leader"} 1
 quorumlock_locks_held{lock="multi"} 0
 quorumlock_locks_held{lock="mutex"} 1
 quorumlock_locks_held{lock="other"} 1
+quorumlock_locks_held{lock="semaphore"} 1
 quorumlock_locks_held{lock="shared"} 0
 # HELP quorumlock_operations_total Lock operations (acquire, extend, release) and losses (lost), by outcome and kind of lock.
 # TYPE quorumlock_operations_total counter
+quorumlock_operations_total{lock="leader",op="acquire",outcome="ok"} 1
 quorumlock_operations_total{lock="multi",op="acquire",outcome="ok"} 1
 quorumlock_operations_total{lock="multi",op="release",outcome="ok"} 1
 quorumlock_operations_total{lock="mutex",op="acquire",outcome="contended"} 1
 quorumlock_operations_total{lock="mutex",op="acquire",outcome="ok"} 1
 quorumlock_operations_total{lock="other",op="acquire",outcome="ok"} 1
+quorumlock_operations_total{lock="semaphore",op="acquire",outcome="ok"} 1
 quorumlock_operations_total{lock="shared",op="acquire",outcome="ok"} 2
 quorumlock_operations_total{lock="shared",op="extend",outcome="ok"} 1
 quorumlock_operations_total{lock="shared",op="release",outcome="ok"} 2
 `
 		assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "quorumlock_locks_held", "quorumlock_operations_total"))
-		for _, kind := range []string{"mutex", "multi", "shared", "other"} {
+		for _, kind := range []string{"mutex", "multi", "shared", "semaphore", "leader", "other"} {
 			assert.NotNil(t, find(t, reg, "quorumlock_acquire_duration_seconds", map[string]string{"lock": kind, "outcome": "ok"}), kind)
 		}
 	})
