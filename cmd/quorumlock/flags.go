@@ -50,7 +50,7 @@ type settings struct {
 // line or the environment (exit 64), but flag.ErrHelp, which asks for the
 // usage.
 func parse(name string, args []string) (s settings, pos, command []string, err error) {
-	if s, err = fromEnv(); err != nil {
+	if s, err = fromEnv(name); err != nil {
 		return settings{}, nil, nil, err
 	}
 	fs := flag.NewFlagSet("quorumlock "+name, flag.ContinueOnError)
@@ -66,9 +66,10 @@ func parse(name string, args []string) (s settings, pos, command []string, err e
 	return s, pos, command, nil
 }
 
-// fromEnv reads every QUORUMLOCK_ variable: fxmodule's Config, then
-// quorumlock's own.
-func fromEnv() (settings, error) {
+// fromEnv reads every QUORUMLOCK_ variable of subcommand name: fxmodule's
+// Config, then quorumlock's own (QUORUMLOCK_WAIT is run's alone: a value
+// meant for run must not make an elect standby give up, nor fail it).
+func fromEnv(name string) (settings, error) {
 	var s settings
 	cfg, err := fxmodule.ConfigFromEnv(envPrefix)
 	if err != nil {
@@ -83,7 +84,9 @@ func fromEnv() (settings, error) {
 			}
 		}
 	}
-	read("WAIT", durationSetter(&s.wait))
+	if name == "run" {
+		read("WAIT", durationSetter(&s.wait))
+	}
 	read("KILL_AFTER", durationSetter(&s.killAfter))
 	read("CONFLICT_EXIT_CODE", statusSetter(&s.conflict))
 	read("QUIET", boolSetter(&s.quiet))
@@ -132,9 +135,7 @@ func (s *settings) define(fs *flag.FlagSet, name string) {
 		fs.BoolVar(&s.shared, "shared", false, "")
 		fs.Func("n", "", permitsSetter(&s.permits))
 	case "elect":
-		// Only the flag: a QUORUMLOCK_WAIT meant for run must not make a
-		// standby give up (nor fail its checks).
-		s.wait = 0
+		// Only the flag: QUORUMLOCK_WAIT is run's (fromEnv).
 		fs.Func("wait", "", func(v string) error { s.waitSet = true; return durationSetter(&s.wait)(v) })
 		fs.BoolVar(&s.again, "again", false, "")
 		fs.Func("value", "", func(v string) error {
