@@ -70,7 +70,7 @@ type term struct {
 // keeps it alive, runs command under it (supervisor.run) and releases it.
 func hold(locker *core.Locker, w wanted, s *settings, command []string, sigs <-chan os.Signal, stderr io.Writer) term {
 	lock, sig, err := acquire(locker, w, s.wait, sigs)
-	if err == nil {
+	if err == nil && w.leader == "" { // Campaign keeps a leader's lock alive itself
 		err = lock.KeepAlive()
 	}
 	if sig != nil || err != nil {

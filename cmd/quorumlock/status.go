@@ -37,11 +37,15 @@ func statusCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failure(stderr, "status", w, &s, err)
 	}
-	// Leader refuses a key that a lock of another kind holds, as invalid
-	// for an election: such a key has no leader. (Inspect took the key.)
-	leader, err := locker.Leader(context.Background(), pos[0])
-	if err != nil && !errors.Is(err, core.ErrInvalidArgument) {
-		return failure(stderr, "status", w, &s, err)
+	// Only a held key may have a leader: a free or shared key costs no
+	// second read. Leader refuses a key that a lock of another kind holds,
+	// as invalid for an election: such a key has no leader.
+	var leader core.Leader
+	if value, _, _ := st.Holder(); st.Held() && value != driver.SharedValue {
+		leader, err = locker.Leader(context.Background(), pos[0])
+		if err != nil && !errors.Is(err, core.ErrInvalidArgument) {
+			return failure(stderr, "status", w, &s, err)
+		}
 	}
 	printState(stdout, st, leader, s.value)
 	if st.Held() {
