@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/quorumlock/quorumlock/backends/memory"
 	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
@@ -140,12 +142,7 @@ func TestFenceOverlappingRound(t *testing.T) {
 	}
 	// Q holds n0 and n1 by now (their calls are not gated): wait for it.
 	for _, m := range mem[:2] {
-		for {
-			if _, _, ok := m.Get(keyOf(m)); ok {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
+		require.Eventually(t, func() bool { _, _, ok := m.Get("k"); return ok }, 10*time.Second, time.Millisecond, "Q's grant on %s", m)
 	}
 
 	// P: refused at n0 and n1, granted n2, n3 (6) and n4 (4); its raise of n4 fails.
@@ -158,6 +155,13 @@ func TestFenceOverlappingRound(t *testing.T) {
 		// n3, short of a quorum, so P does not hold the lock and nothing
 		// can repeat its token.
 		t.Logf("P does not get the lock: %v", err)
+		var qe *core.QuorumError
+		if !errors.As(err, &qe) || !errors.Is(err, core.ErrUnavailable) {
+			t.Fatalf("P's failure is not its raise short of a quorum: %v", err)
+		}
+		if ok, refused, failed := qe.Counts(); ok != 2 || refused != 2 || failed != 1 {
+			t.Fatalf("P's raise: %d ok, %d refused, %d failed; want the two granting nodes raised, the two that refused it shown refused, n4 failed", ok, refused, failed)
+		}
 		for _, ch := range qOpen {
 			close(ch)
 		}
@@ -175,12 +179,7 @@ func TestFenceOverlappingRound(t *testing.T) {
 	go func() { released <- lp.Release(ctx) }()
 	<-pg[2].held
 	<-pg[3].held
-	for {
-		if _, _, ok := mem[4].Get(keyOf(mem[4])); !ok {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, func() bool { _, _, ok := mem[4].Get("k"); return !ok }, 10*time.Second, time.Millisecond, "P's release on n4")
 	// Q's slow calls arrive now.
 	for _, ch := range qOpen {
 		close(ch)
@@ -198,14 +197,4 @@ func TestFenceOverlappingRound(t *testing.T) {
 		t.Errorf("Q's critical section follows P's, but its token %d is not above P's %d", r.l.Token(), lp.Token())
 	}
 	_ = r.l.Release(ctx)
-}
-
-// keyOf returns the lock key stored on m (the key without a suffix).
-func keyOf(m *memory.Node) string {
-	for _, k := range m.Keys() {
-		if !strings.Contains(k, ":fence") && !strings.HasPrefix(k, "quorumlock:") {
-			return k
-		}
-	}
-	return "{k}"
 }
