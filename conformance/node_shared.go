@@ -213,7 +213,7 @@ func sharedGrantChecksFirst(t *testing.T, h Harness) {
 	require.True(t, ok)
 	x.set(fence, "abc", time.Minute)
 	_, err := x.n.Eval(t.Context(), driver.ScriptAcquireShared.Source(), []string{k, readers, w, fence}, []string{"r1", "60000", "1", ""})
-	require.Error(t, err, "a counter that is not an integer")
+	require.ErrorContains(t, err, "acquire-shared: fencing counter", "a counter that is not an integer, named as the script names it")
 	x.absent(k, "nothing written")
 	x.absent(readers, "no reader written")
 

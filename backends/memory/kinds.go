@@ -275,7 +275,7 @@ func (n *Node) acquireShared(c *scriptCall) (any, error) {
 	var t int64
 	if fenced { // checked before anything is written
 		if t, err = n.counter(c.keys[3], c.now); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("ERR %s: fencing counter %s is not an integer", name, c.keys[3])
 		}
 	}
 	if r == nil || !held {
