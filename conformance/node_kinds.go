@@ -37,6 +37,7 @@ var kindScripts = []struct {
 	{"RaiseFenceScript", raiseFenceScript},
 	{"KindScriptArguments", kindScriptArguments},
 	{"LeaderScript", leaderScript},
+	{"EnqueueNeedsEverySlot", enqueueNeedsEverySlot},
 }
 
 // scripted is one node under test and its servers, with the calls the

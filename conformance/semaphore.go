@@ -23,7 +23,6 @@ func runSemaphore(t *testing.T, h Harness, n int, s Strategy) {
 		{"ReleaseFreesPermit", releaseFreesPermit, false},
 		{"PermitReleasedOnceByHolder", permitReleasedOnceByHolder, false},
 		{"PermitTokensIncrease", permitTokensIncrease, false},
-		{"EnqueueNeedsEverySlot", enqueueNeedsEverySlot, false},
 	})
 }
 
@@ -174,7 +173,9 @@ func permitTokensIncrease(t *testing.T, h Harness, n int, s Strategy) {
 // enqueueNeedsEverySlot checks the node's ScriptEnqueue with a
 // semaphore's slots (the first slot, the queue, the other slots): it
 // queues only while every slot is held, and a forced ticket always.
-func enqueueNeedsEverySlot(t *testing.T, h Harness, _ int, _ Strategy) {
+// It is a node check (kindScripts): it runs once, not at each point of
+// the matrix.
+func enqueueNeedsEverySlot(t *testing.T, h Harness) {
 	servers := h.Shared(t, 1)
 	n := servers.Nodes(t)[0]
 	ctx, k := t.Context(), key(t)
