@@ -151,7 +151,7 @@ func TestSafety(t *testing.T) {
 // update it, and overlapping sets of keys. make chaos runs the long ones.
 func TestWorkloads(t *testing.T) {
 	redistest.RequireServer(t)
-	for _, w := range []safety.Workload{safety.ReadWriteWorkload, safety.MultiKeyWorkload} {
+	for _, w := range []safety.Workload{safety.ReadWriteWorkload, safety.MultiKeyWorkload, safety.SemaphoreWorkload, safety.ElectionWorkload} {
 		t.Run(string(w), func(t *testing.T) {
 			rep, err := safety.Run(t.Context(), safety.Config{
 				Seed: 1, Workload: w, Duration: 3 * time.Second, Nodes: 5, Clients: 12, NewNode: newNode,
@@ -162,11 +162,14 @@ func TestWorkloads(t *testing.T) {
 			for _, v := range rep.Violations {
 				t.Errorf("violation: %v", v)
 			}
-			if w == safety.ReadWriteWorkload {
+			switch w {
+			case safety.ReadWriteWorkload:
 				assert.Positive(t, rep.Readers, "shared locks were used")
 				assert.Less(t, rep.Readers, rep.Sections, "so were writers")
-			} else {
+			case safety.MultiKeyWorkload:
 				assert.Positive(t, rep.Sets, "sets were used")
+			default:
+				assert.Positive(t, rep.Sections, "permits or terms were used")
 			}
 			assert.Zero(t, rep.LeftAfterTTL, "no lock key outlives its TTL")
 		})
