@@ -15,9 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/quorumlock/quorumlock/conformance/redistest"
-	"github.com/quorumlock/quorumlock/core"
 	"github.com/quorumlock/quorumlock/core/driver"
-	"github.com/quorumlock/quorumlock/fxmodule"
 )
 
 // logged is a shell COMMAND that appends "start ID" to log, says it is
@@ -31,15 +29,6 @@ func logged(log, id string) string {
 // meets: these tests are about the lock kinds, not about slow servers.
 func patient(command string, args ...string) []string {
 	return append([]string{command, "--node-timeout", "1s"}, args...)
-}
-
-// patientLocker is testLocker with patient's node timeout.
-func patientLocker(t *testing.T, addrs []string) *core.Locker {
-	t.Helper()
-	l, err := newLocker(fxmodule.Config{Addrs: addrs, Driver: fxmodule.DriverGoRedis, TTL: time.Minute, NodeTimeout: time.Second})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = l.Close() })
-	return l
 }
 
 func readLog(t *testing.T, log string) []string {
@@ -144,7 +133,7 @@ func TestRunKeys(t *testing.T) {
 
 	require.NoError(t, held.cmd.Process.Signal(syscall.SIGTERM))
 	finish(t, held.cmd, held.stdout, held.stderr)
-	locker := patientLocker(t, addrs)
+	locker := testLocker(t, addrs)
 	assert.False(t, heldNow(t, locker, k("a")), "released")
 	assert.False(t, heldNow(t, locker, k("b")), "released")
 }
@@ -185,7 +174,7 @@ func TestStatusReaders(t *testing.T) {
 	t.Parallel()
 	addrs := serverAddrs(t)
 	k := key(t)
-	locker := patientLocker(t, addrs)
+	locker := testLocker(t, addrs)
 	r1, err := locker.AcquireShared(t.Context(), k)
 	require.NoError(t, err)
 	r2, err := locker.AcquireShared(t.Context(), k)

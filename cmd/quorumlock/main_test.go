@@ -123,10 +123,10 @@ func finish(t *testing.T, cmd *exec.Cmd, stdout, stderr fmt.Stringer) result {
 }
 
 // testLocker is a Locker of the test's own over addrs, to hold or inspect
-// keys beside quorumlock processes.
+// keys beside quorumlock processes, with patient's node timeout.
 func testLocker(t *testing.T, addrs []string) *core.Locker {
 	t.Helper()
-	l, err := newLocker(fxmodule.Config{Addrs: addrs, Driver: fxmodule.DriverGoRedis, TTL: time.Minute})
+	l, err := newLocker(fxmodule.Config{Addrs: addrs, Driver: fxmodule.DriverGoRedis, TTL: time.Minute, NodeTimeout: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
